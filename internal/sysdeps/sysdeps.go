@@ -1,0 +1,225 @@
+// Package sysdeps makes sure the system programs MailFathom's embedded
+// default and test harness start (PostgreSQL, Dovecot) are installed.
+//
+// It installs a missing Debian package with apt-get when the process runs as
+// root on a machine that has apt-get, and otherwise fails with an error that
+// names the missing program and the package that provides it. It never
+// reports success for a program it could not find: a caller that needs a
+// server either gets one or a reason.
+package sysdeps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// Requirement is one program a caller needs and the package that provides it.
+type Requirement struct {
+	// Program is the executable's name, used in messages and, when Find is
+	// nil, looked up on PATH.
+	Program string
+	// Package is the Debian package that installs Program.
+	Package string
+	// Find locates the program and returns its path. Nil means a PATH
+	// lookup of Program.
+	Find func() (string, error)
+}
+
+func (r Requirement) find() (string, error) {
+	if r.Find != nil {
+		return r.Find()
+	}
+	return exec.LookPath(r.Program)
+}
+
+// MissingError reports programs that are not installed and could not be
+// installed here.
+type MissingError struct {
+	Missing []Requirement
+	// Reason says why they were not installed.
+	Reason string
+}
+
+func (e *MissingError) Error() string {
+	var names, pkgs []string
+	for _, r := range e.Missing {
+		names = append(names, r.Program)
+		pkgs = append(pkgs, r.Package)
+	}
+	return fmt.Sprintf("required programs not installed: %s (%s); install them with: apt-get install -y %s",
+		strings.Join(names, ", "), e.Reason, strings.Join(pkgs, " "))
+}
+
+// lockPath serializes apt-get between processes that start at the same
+// moment, such as the test binaries of one `go test ./...`.
+const lockPath = "/tmp/mailfathom-sysdeps.lock"
+
+// Ensure returns the path of every requirement, in order, installing the
+// packages of the missing ones first when it can. Output of apt-get goes to
+// log, which may be nil.
+func Ensure(ctx context.Context, log func(format string, args ...any), reqs ...Requirement) ([]string, error) {
+	if log == nil {
+		log = func(string, ...any) {}
+	}
+	paths, missing := locate(reqs)
+	if len(missing) == 0 {
+		return paths, nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, &MissingError{Missing: missing, Reason: "not running as root, so they cannot be installed automatically"}
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return nil, &MissingError{Missing: missing, Reason: "apt-get is not available"}
+	}
+
+	unlock, err := lock()
+	if err != nil {
+		return nil, fmt.Errorf("sysdeps: lock %s: %w", lockPath, err)
+	}
+	defer unlock()
+
+	// Another process may have installed them while this one waited.
+	if paths, missing = locate(reqs); len(missing) == 0 {
+		return paths, nil
+	}
+	pkgs := packages(missing)
+	log("installing missing packages: %s", strings.Join(pkgs, " "))
+	if err := aptInstall(ctx, pkgs); err != nil {
+		log("apt-get install failed (%v); refreshing the package lists and trying again", err)
+		if err := apt(ctx, "update", "-q"); err != nil {
+			return nil, &MissingError{Missing: missing, Reason: "apt-get update failed: " + err.Error()}
+		}
+		if err := aptInstall(ctx, pkgs); err != nil {
+			return nil, &MissingError{Missing: missing, Reason: "apt-get install failed: " + err.Error()}
+		}
+	}
+	if paths, missing = locate(reqs); len(missing) > 0 {
+		return nil, &MissingError{Missing: missing, Reason: "still missing after apt-get install"}
+	}
+	return paths, nil
+}
+
+func locate(reqs []Requirement) (paths []string, missing []Requirement) {
+	paths = make([]string, len(reqs))
+	for i, r := range reqs {
+		p, err := r.find()
+		if err != nil {
+			missing = append(missing, r)
+			continue
+		}
+		paths[i] = p
+	}
+	return paths, missing
+}
+
+func packages(reqs []Requirement) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range reqs {
+		if !seen[r.Package] {
+			seen[r.Package] = true
+			out = append(out, r.Package)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func aptInstall(ctx context.Context, pkgs []string) error {
+	return apt(ctx, append([]string{"install", "-y", "-q", "--no-install-recommends"}, pkgs...)...)
+}
+
+func apt(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, "apt-get", args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tail := string(out)
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(tail))
+	}
+	return nil
+}
+
+func lock() (func(), error) {
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// PostgreSQLBinDir returns the directory holding the PostgreSQL server
+// programs (initdb, pg_ctl, postgres): the one on PATH when initdb is there,
+// otherwise the newest /usr/lib/postgresql/<version>/bin, where Debian
+// installs them without putting them on PATH.
+func PostgreSQLBinDir() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		return filepath.Dir(p), nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) == 0 {
+		return "", errors.New("initdb not found on PATH or under /usr/lib/postgresql")
+	}
+	sort.Slice(matches, func(i, j int) bool { return versionOf(matches[i]) > versionOf(matches[j]) })
+	return filepath.Dir(matches[0]), nil
+}
+
+func versionOf(initdb string) int {
+	v := filepath.Base(filepath.Dir(filepath.Dir(initdb)))
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// PostgreSQL is the requirement for the PostgreSQL server programs.
+var PostgreSQL = Requirement{
+	Program: "initdb",
+	Package: "postgresql",
+	Find: func() (string, error) {
+		dir, err := PostgreSQLBinDir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(dir, "initdb"), nil
+	},
+}
+
+// Dovecot is the requirement for the Dovecot IMAP server.
+var Dovecot = Requirement{
+	Program: "dovecot",
+	Package: "dovecot-imapd",
+	Find: func() (string, error) {
+		if p, err := exec.LookPath("dovecot"); err == nil {
+			return p, nil
+		}
+		if _, err := os.Stat("/usr/sbin/dovecot"); err == nil {
+			return "/usr/sbin/dovecot", nil
+		}
+		return "", errors.New("dovecot not found")
+	},
+}
