@@ -1,0 +1,254 @@
+package config
+
+import (
+	"strings"
+
+	"github.com/mailfathom/mailfathom/internal/secret"
+)
+
+// ConnectionSecurity is how a connection to the IMAP server is protected.
+type ConnectionSecurity string
+
+// The connection-security modes.
+const (
+	// SecurityTLSOnConnect encrypts immediately with implicit TLS.
+	SecurityTLSOnConnect ConnectionSecurity = "TlsOnConnect"
+	// SecurityStartTLSRequired requires STARTTLS and fails when the server does not
+	// advertise it.
+	SecurityStartTLSRequired ConnectionSecurity = "StartTlsRequired"
+	// SecurityStartTLSWhenAvailable uses STARTTLS when advertised and otherwise
+	// continues unencrypted.
+	SecurityStartTLSWhenAvailable ConnectionSecurity = "StartTlsWhenAvailable"
+	// SecurityAuto lets the client negotiate and continues unencrypted when the
+	// server offers no encryption.
+	SecurityAuto ConnectionSecurity = "Auto"
+	// SecurityNone uses no encryption.
+	SecurityNone ConnectionSecurity = "None"
+)
+
+// ConnectionSecurities lists the modes in documentation order.
+var ConnectionSecurities = []ConnectionSecurity{SecurityTLSOnConnect, SecurityStartTLSRequired, SecurityStartTLSWhenAvailable, SecurityAuto, SecurityNone}
+
+// CanStayUnencrypted reports whether a connection in mode s may complete
+// without encryption, which is what the opt-ins guard.
+func (s ConnectionSecurity) CanStayUnencrypted() bool {
+	return s == SecurityStartTLSWhenAvailable || s == SecurityAuto || s == SecurityNone
+}
+
+// DefaultPort is the IMAP port for s: 993 for TlsOnConnect, 143 otherwise.
+func (s ConnectionSecurity) DefaultPort() int {
+	if s == SecurityTLSOnConnect {
+		return 993
+	}
+	return 143
+}
+
+// CertificateTrust selects what a server certificate's chain must end at.
+type CertificateTrust string
+
+// The certificate-trust sources.
+const (
+	// SystemTrustStore trusts the system's authorities only.
+	SystemTrustStore CertificateTrust = "SystemTrustStore"
+	// AdditionalTrustedAuthority also trusts the deployment-provisioned
+	// authority named by TRUSTED_CERTIFICATE_AUTHORITY.
+	AdditionalTrustedAuthority CertificateTrust = "AdditionalTrustedAuthority"
+)
+
+// CertificateTrusts lists the trust sources in documentation order.
+var CertificateTrusts = []CertificateTrust{SystemTrustStore, AdditionalTrustedAuthority}
+
+// AuthenticationMechanism is a SASL mechanism by its registered name, which
+// is also its configured and serialized form.
+type AuthenticationMechanism string
+
+// The supported mechanisms.
+const (
+	Plain           AuthenticationMechanism = "PLAIN"
+	Login           AuthenticationMechanism = "LOGIN"
+	CramMD5         AuthenticationMechanism = "CRAM-MD5"
+	DigestMD5       AuthenticationMechanism = "DIGEST-MD5"
+	ScramSHA1       AuthenticationMechanism = "SCRAM-SHA-1"
+	ScramSHA1Plus   AuthenticationMechanism = "SCRAM-SHA-1-PLUS"
+	ScramSHA256     AuthenticationMechanism = "SCRAM-SHA-256"
+	ScramSHA256Plus AuthenticationMechanism = "SCRAM-SHA-256-PLUS"
+	ScramSHA512     AuthenticationMechanism = "SCRAM-SHA-512"
+	ScramSHA512Plus AuthenticationMechanism = "SCRAM-SHA-512-PLUS"
+	NTLM            AuthenticationMechanism = "NTLM"
+	XOAuth2         AuthenticationMechanism = "XOAUTH2"
+	OAuthBearer     AuthenticationMechanism = "OAUTHBEARER"
+)
+
+// AuthenticationMechanisms lists the supported mechanisms.
+var AuthenticationMechanisms = []AuthenticationMechanism{
+	Plain, Login, CramMD5, DigestMD5, ScramSHA1, ScramSHA1Plus, ScramSHA256,
+	ScramSHA256Plus, ScramSHA512, ScramSHA512Plus, NTLM, XOAuth2, OAuthBearer,
+}
+
+// ClearText reports whether m hands over the reusable password itself.
+func (m AuthenticationMechanism) ClearText() bool { return m == Plain || m == Login }
+
+// The transport-security rule identities, appended in brackets to the
+// problem that reports a violation.
+const (
+	// RuleUnencryptedConnectionRequiresExplicitOptIn: a mode that can stay
+	// unencrypted without ALLOW_INSECURE_CONNECTION.
+	RuleUnencryptedConnectionRequiresExplicitOptIn = "UnencryptedConnectionRequiresExplicitOptIn"
+	// RuleClearTextAuthenticationRequiresExplicitOptIn: PLAIN or LOGIN on a
+	// mode that can stay unencrypted without
+	// ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION.
+	RuleClearTextAuthenticationRequiresExplicitOptIn = "ClearTextAuthenticationRequiresExplicitOptIn"
+	// RuleTrustAnchorNotExpected: SystemTrustStore with a trusted
+	// certificate authority configured.
+	RuleTrustAnchorNotExpected = "TrustAnchorNotExpected"
+	// RuleTrustAnchorRequired: AdditionalTrustedAuthority without one.
+	RuleTrustAnchorRequired = "TrustAnchorRequired"
+	// RuleTrustAnchorPasswordWithoutTrustAnchor: a bundle password with no
+	// trusted certificate authority for it to open.
+	RuleTrustAnchorPasswordWithoutTrustAnchor = "TrustAnchorPasswordWithoutTrustAnchor"
+)
+
+// TransportSecurity is an account's transport security policy.
+type TransportSecurity struct {
+	// ConnectionSecurity is MAILFATHOM_ACCOUNTS_<i>_CONNECTION_SECURITY.
+	// Default TlsOnConnect.
+	ConnectionSecurity ConnectionSecurity
+	// PermittedAuthenticationMechanisms is
+	// MAILFATHOM_ACCOUNTS_<i>_PERMITTED_AUTHENTICATION_MECHANISMS, a
+	// comma-separated allow-list matched ignoring case, stored in canonical
+	// form with duplicates collapsed in configured order. Default PLAIN,
+	// LOGIN, applied only when unset. The order is presentation only.
+	PermittedAuthenticationMechanisms []AuthenticationMechanism
+	// AllowInsecureConnection is
+	// MAILFATHOM_ACCOUNTS_<i>_ALLOW_INSECURE_CONNECTION, the opt-in that
+	// permits a mode that can stay unencrypted. Default false.
+	AllowInsecureConnection bool
+	// AllowClearTextAuthenticationOverUnencryptedConnection is
+	// MAILFATHOM_ACCOUNTS_<i>_ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION,
+	// the further opt-in that permits PLAIN or LOGIN on such a mode. Default
+	// false.
+	AllowClearTextAuthenticationOverUnencryptedConnection bool
+	// CertificateTrust is MAILFATHOM_ACCOUNTS_<i>_CERTIFICATE_TRUST. Default
+	// SystemTrustStore.
+	CertificateTrust CertificateTrust
+	// TrustedCertificateAuthority is
+	// MAILFATHOM_ACCOUNTS_<i>_TRUSTED_CERTIFICATE_AUTHORITY, a secret
+	// reference to PEM, DER or PKCS#12 material. Required by
+	// AdditionalTrustedAuthority, refused by SystemTrustStore. Zero by
+	// default.
+	TrustedCertificateAuthority secret.Reference
+	// TrustedCertificateAuthorityPassword is
+	// MAILFATHOM_ACCOUNTS_<i>_TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD, a
+	// secret reference to a PKCS#12 bundle's password. Zero by default.
+	TrustedCertificateAuthorityPassword secret.Reference
+}
+
+type rawTransport struct {
+	ConnectionSecurity                                    string `env:"CONNECTION_SECURITY" envDefault:"TlsOnConnect"`
+	PermittedAuthenticationMechanisms                     string `env:"PERMITTED_AUTHENTICATION_MECHANISMS" envDefault:"PLAIN,LOGIN"`
+	AllowInsecureConnection                               string `env:"ALLOW_INSECURE_CONNECTION" envDefault:"false"`
+	AllowClearTextAuthenticationOverUnencryptedConnection string `env:"ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION" envDefault:"false"`
+	CertificateTrust                                      string `env:"CERTIFICATE_TRUST" envDefault:"SystemTrustStore"`
+	TrustedCertificateAuthority                           string `env:"TRUSTED_CERTIFICATE_AUTHORITY"`
+	TrustedCertificateAuthorityPassword                   string `env:"TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD"`
+}
+
+// convertTransport converts account i's transport settings and enforces the
+// policy rules on whatever converted. label names the account in messages.
+// ok reports whether the connection-security mode converted.
+func convertTransport(c *converter, i int, label string, raw rawTransport) (t TransportSecurity, ok bool) {
+	v := func(name string) string { return accountVar(i, name) }
+
+	t.ConnectionSecurity, ok = enum(c, v("CONNECTION_SECURITY"), raw.ConnectionSecurity, ConnectionSecurities)
+	t.PermittedAuthenticationMechanisms = convertMechanisms(c, v("PERMITTED_AUTHENTICATION_MECHANISMS"), raw.PermittedAuthenticationMechanisms)
+	t.AllowInsecureConnection = c.boolean(v("ALLOW_INSECURE_CONNECTION"), raw.AllowInsecureConnection)
+	t.AllowClearTextAuthenticationOverUnencryptedConnection = c.boolean(v("ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION"), raw.AllowClearTextAuthenticationOverUnencryptedConnection)
+	trust, trustOK := enum(c, v("CERTIFICATE_TRUST"), raw.CertificateTrust, CertificateTrusts)
+	t.CertificateTrust = trust
+	t.TrustedCertificateAuthority = c.reference(v("TRUSTED_CERTIFICATE_AUTHORITY"), raw.TrustedCertificateAuthority)
+	t.TrustedCertificateAuthorityPassword = c.reference(v("TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD"), raw.TrustedCertificateAuthorityPassword)
+
+	if ok && t.ConnectionSecurity.CanStayUnencrypted() {
+		if !t.AllowInsecureConnection {
+			c.addRule(v("CONNECTION_SECURITY"), RuleUnencryptedConnectionRequiresExplicitOptIn,
+				"%s: An unencrypted connection requires AllowInsecureConnection.", label)
+		}
+		for _, m := range t.PermittedAuthenticationMechanisms {
+			if m.ClearText() {
+				if !t.AllowClearTextAuthenticationOverUnencryptedConnection {
+					c.addRule(v("PERMITTED_AUTHENTICATION_MECHANISMS"), RuleClearTextAuthenticationRequiresExplicitOptIn,
+						"%s: Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection.", label)
+				}
+				break
+			}
+		}
+	}
+
+	// Presence is decided by the configured text, not by whether it parsed:
+	// a malformed reference is still an anchor the operator supplied, and is
+	// reported as malformed rather than as missing.
+	anchor := raw.TrustedCertificateAuthority != ""
+	if trustOK {
+		switch {
+		case trust == SystemTrustStore && anchor:
+			c.addRule(v("TRUSTED_CERTIFICATE_AUTHORITY"), RuleTrustAnchorNotExpected,
+				"%s: SystemTrustStore does not take a trusted certificate authority; set CertificateTrust to AdditionalTrustedAuthority or remove it.", label)
+		case trust == AdditionalTrustedAuthority && !anchor:
+			c.addRule(v("TRUSTED_CERTIFICATE_AUTHORITY"), RuleTrustAnchorRequired,
+				"%s: AdditionalTrustedAuthority requires a trusted certificate authority.", label)
+		}
+	}
+	if raw.TrustedCertificateAuthorityPassword != "" && !anchor {
+		c.addRule(v("TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD"), RuleTrustAnchorPasswordWithoutTrustAnchor,
+			"%s: A trusted certificate authority password is configured without a trusted certificate authority.", label)
+	}
+	return t, ok
+}
+
+// convertMechanisms parses the comma-separated allow-list. An unsupported
+// name is a parse failure, reported without a rule identity.
+func convertMechanisms(c *converter, variable, raw string) []AuthenticationMechanism {
+	var out []AuthenticationMechanism
+	seen := map[AuthenticationMechanism]bool{}
+	for n, item := range strings.Split(raw, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			c.add(variable, "item %d is empty; list mechanism names separated by commas", n+1)
+			continue
+		}
+		m, ok := lookupMechanism(item)
+		if !ok {
+			c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(AuthenticationMechanisms))
+			continue
+		}
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func lookupMechanism(name string) (AuthenticationMechanism, bool) {
+	for _, m := range AuthenticationMechanisms {
+		if strings.EqualFold(string(m), name) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// quoteToken returns " ('name')" when s looks like a mechanism name (a short
+// run of letters, digits, '-' and '_'), and "" otherwise, so nothing that
+// could be a pasted credential is echoed.
+func quoteToken(s string) string {
+	if len(s) > 24 {
+		return ""
+	}
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return ""
+		}
+	}
+	return " ('" + s + "')"
+}
