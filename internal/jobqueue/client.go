@@ -1,0 +1,92 @@
+// Package jobqueue builds the River client every unit of MailFathom's work
+// runs on: its queues and worker counts, the error handler, and the logging
+// and metrics middleware.
+//
+// It knows no job kind. Workers are registered by the caller (see package
+// workers); jobqueue only decides how they are run.
+package jobqueue
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// Config is what NewClient needs.
+type Config struct {
+	// Pool is the database the queue lives in. Required.
+	Pool *pgxpool.Pool
+	// Workers holds every registered worker. Nil builds an insert-only
+	// client, which can insert jobs and serve River UI but works none and
+	// must not be started.
+	Workers *river.Workers
+	// QueueWorkers is the number of concurrent workers per queue name; a
+	// queue absent or at zero is not worked by this process (it can still be
+	// inserted into). With Workers set, at least one queue must have
+	// workers.
+	QueueWorkers map[string]int
+	// Logger receives River's and the middleware's logs. Default: discard.
+	Logger *slog.Logger
+	// Metrics, when set, records job attempts. Default: none.
+	Metrics *Metrics
+	// JobTimeout bounds one job attempt unless its worker says otherwise.
+	// Default: River's one minute.
+	JobTimeout time.Duration
+	// ID names this client in River's leader election and in River UI.
+	// Default: River's generated name.
+	ID string
+}
+
+// NewClient builds, but does not start, the River client.
+func NewClient(cfg Config) (*river.Client[pgx.Tx], error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("jobqueue: Pool is required")
+	}
+	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+
+	for name := range cfg.QueueWorkers {
+		if !slices.Contains(Queues, name) {
+			return nil, fmt.Errorf("jobqueue: unknown queue %q", name)
+		}
+	}
+	var queues map[string]river.QueueConfig
+	if cfg.Workers != nil {
+		queues = map[string]river.QueueConfig{}
+		for _, name := range Queues {
+			if n := cfg.QueueWorkers[name]; n > 0 {
+				queues[name] = river.QueueConfig{MaxWorkers: n}
+			}
+		}
+		if len(queues) == 0 {
+			return nil, errors.New("jobqueue: no queue has workers")
+		}
+	}
+
+	middleware := []rivertype.Middleware{&LoggingMiddleware{Logger: logger}}
+	if cfg.Metrics != nil {
+		middleware = append(middleware, cfg.Metrics)
+	}
+
+	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
+		ErrorHandler: &ErrorHandler{Logger: logger},
+		ID:           cfg.ID,
+		JobTimeout:   cfg.JobTimeout,
+		Logger:       logger,
+		Middleware:   middleware,
+		Queues:       queues,
+		Workers:      cfg.Workers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: new river client: %w", err)
+	}
+	return client, nil
+}
