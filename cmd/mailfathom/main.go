@@ -1,0 +1,62 @@
+// Command mailfathom keeps a read-only, searchable copy of IMAP mailboxes in
+// PostgreSQL.
+//
+// Usage:
+//
+//	mailfathom serve           run the service
+//	mailfathom migrate         apply the schema and River migrations
+//	mailfathom migrate -check  report the migration versions; exit 1 if behind
+//	mailfathom check-config    validate the MAILFATHOM_ environment
+//	mailfathom probe URL       exit 0 when URL answers 200 OK
+//
+// Every setting is a MAILFATHOM_ environment variable; README.md lists them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: mailfathom <command>
+
+commands:
+  serve            run the service (migrations, River workers, River UI, /metrics, /healthz, /readyz)
+  migrate [-check] apply (or with -check only report) the schema and River migrations
+  check-config     validate the MAILFATHOM_ environment variables and report every problem
+  probe URL        exit 0 when URL answers 200 OK (container health checks)
+`
+
+// run dispatches a subcommand and returns the process exit code.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, environ, stdout, stderr)
+	case "migrate":
+		return migrateCmd(ctx, args[1:], environ, stdout, stderr)
+	case "check-config":
+		return checkConfig(ctx, environ, stdout, stderr)
+	case "probe":
+		return probe(ctx, args[1:], stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "mailfathom: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/secret"
+	"github.com/mailfathom/mailfathom/internal/service"
+)
+
+// loadConfig loads and validates the environment and resolves every secret
+// reference once, reporting all problems together on stderr.
+func loadConfig(ctx context.Context, environ []string, stderr io.Writer) (*config.Config, *secret.Resolver, bool) {
+	cfg, err := config.Load(environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: invalid configuration:\n%v\n", err)
+		return nil, nil, false
+	}
+	resolver := &secret.Resolver{}
+	if err := service.CheckSecrets(ctx, cfg, resolver); err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+		return nil, nil, false
+	}
+	return cfg, resolver, true
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.Log.Level.Slog()}
+	if cfg.Log.Format == config.LogFormatText {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func serve(ctx context.Context, environ []string, stdout, stderr io.Writer) int {
+	cfg, resolver, ok := loadConfig(ctx, environ, stderr)
+	if !ok {
+		return 1
+	}
+	opts := service.OptionsFromConfig(cfg, resolver)
+	opts.Logger = newLogger(cfg, stderr)
+	opts.Console = stdout
+	if err := service.Run(ctx, opts); err != nil {
+		opts.Logger.Error("mailfathom stopped with an error", slog.String("error", err.Error()))
+		return 1
+	}
+	return 0
+}
+
+func checkConfig(ctx context.Context, environ []string, stdout, stderr io.Writer) int {
+	cfg, _, ok := loadConfig(ctx, environ, stderr)
+	if !ok {
+		return 1
+	}
+	db := "configured database"
+	if cfg.Database.Embedded() {
+		db = "embedded database"
+	}
+	fmt.Fprintf(stdout, "configuration is valid: %d account(s), synchronization enabled: %t, %s\n",
+		len(cfg.Accounts), cfg.Sync.Enabled, db)
+	return 0
+}

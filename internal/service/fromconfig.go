@@ -1,0 +1,80 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/secret"
+)
+
+// SecretsError reports every configured secret reference that did not
+// resolve at startup, each by its variable and failure identity, never by
+// its material.
+type SecretsError struct {
+	Problems []string
+}
+
+func (e *SecretsError) Error() string {
+	return "secret references that do not resolve:\n" + strings.Join(e.Problems, "\n")
+}
+
+// CheckSecrets resolves every secret reference in cfg once and reports all
+// failures together. It is run before anything starts, so no run ever
+// begins against a reference that cannot resolve; the material read here is
+// wiped at once, and every later use resolves again.
+func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Resolver) error {
+	var problems []string
+	for _, ref := range cfg.SecretReferences() {
+		material, err := resolver.Resolve(ctx, ref.Ref)
+		clear(material)
+		if err != nil {
+			var serr *secret.Error
+			failure := "SecretNotResolvable"
+			if errors.As(err, &serr) {
+				failure = string(serr.Failure)
+			}
+			problems = append(problems, fmt.Sprintf("%s: the secret reference does not resolve [%s]", ref.Variable, failure))
+		}
+	}
+	if len(problems) > 0 {
+		return &SecretsError{Problems: problems}
+	}
+	return nil
+}
+
+// OptionsFromConfig maps a validated configuration onto Run's options. The
+// console, the Listening hook and the logger are the caller's.
+func OptionsFromConfig(cfg *config.Config, resolver *secret.Resolver) Options {
+	q := cfg.EffectiveQueueWorkers()
+	opts := Options{
+		DatabaseMaxConns: int32(cfg.Database.MaxConnections),
+		EmbeddedDataDir:  cfg.Database.EmbeddedDataDir,
+		HTTPAddr:         cfg.HTTP.Addr,
+		UIEnabled:        cfg.UI.Enabled,
+		UIUsername:       cfg.UI.Username,
+		MigrateOnStart:   cfg.MigrateOnStart,
+		QueueWorkers: map[string]int{
+			jobqueue.QueueAccounts:   q.Accounts,
+			jobqueue.QueueFolders:    q.Folders,
+			jobqueue.QueueBackfill:   q.Backfill,
+			jobqueue.QueueMutations:  q.Mutations,
+			jobqueue.QueueEmbeddings: q.Embeddings,
+		},
+		ShutdownDrain: cfg.Sync.ShutdownDrainTimeout,
+		AccountCount:  len(cfg.Accounts),
+	}
+	if !cfg.Database.Embedded() {
+		opts.DatabaseConnString = cfg.Database.ConnString()
+	}
+	if ref := cfg.Database.Password; !ref.IsZero() {
+		opts.DatabasePassword = func(ctx context.Context) ([]byte, error) { return resolver.Resolve(ctx, ref) }
+	}
+	if ref := cfg.UI.Password; !ref.IsZero() {
+		opts.UIPassword = func(ctx context.Context) ([]byte, error) { return resolver.Resolve(ctx, ref) }
+	}
+	return opts
+}

@@ -1,0 +1,263 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
+
+	"github.com/mailfathom/mailfathom/internal/database"
+	"github.com/mailfathom/mailfathom/internal/embeddeddb"
+	"github.com/mailfathom/mailfathom/internal/httpserver"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/riverui"
+	"github.com/mailfathom/mailfathom/schema"
+	"github.com/mailfathom/mailfathom/workers"
+)
+
+// httpShutdownBound is how long in-flight HTTP requests get at shutdown.
+const httpShutdownBound = 5 * time.Second
+
+// Run serves until ctx ends, then shuts down: River stops fetching and
+// drains first, then the HTTP server, then the pool, then the embedded
+// cluster. It returns the first error that stopped the start, or the
+// errors of an unclean shutdown.
+func Run(ctx context.Context, opts Options) (err error) {
+	logger := opts.Logger
+	console := cmp.Or[io.Writer](opts.Console, io.Discard)
+	var r running
+	r.logger = logger
+	r.drain = opts.ShutdownDrain
+	defer func() { err = errors.Join(err, r.shutdown(context.WithoutCancel(ctx))) }()
+
+	connString := opts.DatabaseConnString
+	embedded := connString == ""
+	if embedded {
+		db, err := embeddeddb.Start(ctx, opts.EmbeddedDataDir, logger)
+		if err != nil {
+			return err
+		}
+		r.embedded = db
+		connString = db.ConnString
+	}
+
+	pool, err := database.Open(ctx, database.Options{
+		ConnString: connString,
+		Password:   opts.DatabasePassword,
+		MaxConns:   opts.DatabaseMaxConns,
+	})
+	if err != nil {
+		return err
+	}
+	r.pool = pool
+	if err := pingDatabase(ctx, pool); err != nil {
+		return err
+	}
+
+	if err := migrateOrCheck(ctx, pool, opts.MigrateOnStart, logger); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	jobMetrics, err := jobqueue.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+
+	ws := river.NewWorkers()
+	registered, err := workers.Register(ws, workers.Dependencies{Pool: pool, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if registered == 0 {
+		ws = nil
+		logger.InfoContext(ctx, "no job kind has a worker in this build; River runs insert-only")
+	}
+	client, err := jobqueue.NewClient(jobqueue.Config{
+		Pool:         pool,
+		Workers:      ws,
+		QueueWorkers: opts.QueueWorkers,
+		Logger:       logger,
+		Metrics:      jobMetrics,
+	})
+	if err != nil {
+		return err
+	}
+	if ws != nil {
+		// River runs on its own context: shutdown is Drain's job, and a
+		// cancelled Start context would begin a stop of River's own choosing.
+		riverCtx, cancelRiver := context.WithCancel(context.WithoutCancel(ctx))
+		if err := client.Start(riverCtx); err != nil {
+			cancelRiver()
+			return fmt.Errorf("start river: %w", err)
+		}
+		r.river, r.cancelRiver = client, cancelRiver
+	}
+
+	routes := httpserver.Routes{
+		Ready:    readiness(pool),
+		Gatherer: reg,
+	}
+	var uiLine string
+	if opts.UIEnabled {
+		password := opts.UIPassword
+		if password == nil {
+			if !embedded {
+				return errors.New("River UI needs a password when a database is configured")
+			}
+			var note string
+			password, note, err = embeddedUIPassword(opts.EmbeddedDataDir)
+			if err != nil {
+				return err
+			}
+			uiLine = note
+		}
+		ui, err := riverui.New(client, riverui.Credentials{Username: opts.UIUsername, Password: password}, logger)
+		if err != nil {
+			return err
+		}
+		uiCtx, cancelUI := context.WithCancel(context.WithoutCancel(ctx))
+		if err := ui.Start(uiCtx); err != nil {
+			cancelUI()
+			return err
+		}
+		r.cancelUI = cancelUI
+		routes.Mount = ui.Mount
+	}
+
+	ln, err := net.Listen("tcp", opts.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", opts.HTTPAddr, err)
+	}
+	srv := &http.Server{
+		Handler:           httpserver.NewMux(routes),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	r.http = srv
+
+	addr := ln.Addr().String()
+	logger.InfoContext(ctx, "serving", slog.String("addr", addr),
+		slog.Bool("river_ui", opts.UIEnabled), slog.Bool("embedded_database", embedded))
+	if opts.UIEnabled {
+		fmt.Fprintf(console, "River UI: http://%s%s/ (user %q)\n", addr, riverui.Prefix, opts.UIUsername)
+		if uiLine != "" {
+			fmt.Fprintln(console, uiLine)
+		}
+	}
+	fmt.Fprintf(console, "Health: http://%s/healthz  Readiness: http://%s/readyz  Metrics: http://%s/metrics\n", addr, addr, addr)
+	if opts.AccountCount == 0 {
+		logger.InfoContext(ctx, "no mailbox account is configured, so nothing is synchronized; add one with MAILFATHOM_ACCOUNTS_0_ID, MAILFATHOM_ACCOUNTS_0_HOST, MAILFATHOM_ACCOUNTS_0_USERNAME and MAILFATHOM_ACCOUNTS_0_PASSWORD (a secret reference such as file:/run/secrets/imap) and set MAILFATHOM_SYNC_ENABLED=true; the README lists every variable")
+	}
+	if opts.Listening != nil {
+		opts.Listening(addr)
+	}
+
+	select {
+	case <-ctx.Done():
+		logger.InfoContext(ctx, "shutting down")
+		return nil
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+}
+
+func pingDatabase(ctx context.Context, pool *pgxpool.Pool) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx); err != nil {
+		return fmt.Errorf("database unreachable: %w", err)
+	}
+	return nil
+}
+
+func migrateOrCheck(ctx context.Context, pool *pgxpool.Pool, migrate bool, logger *slog.Logger) error {
+	if migrate {
+		v, err := schema.Migrate(ctx, pool, logger)
+		if err != nil {
+			return err
+		}
+		logger.InfoContext(ctx, "database schema is current", slog.String("versions", v.String()))
+		return nil
+	}
+	v, err := schema.Status(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if !v.Current() {
+		return fmt.Errorf("the database schema is not current (%s) and MAILFATHOM_MIGRATE_ON_START is false: run `mailfathom migrate` first", v)
+	}
+	return nil
+}
+
+// readiness is the /readyz check: the database answers and both schemas are
+// at the versions this binary expects.
+func readiness(pool *pgxpool.Pool) httpserver.ReadinessCheck {
+	return func(ctx context.Context) error {
+		v, err := schema.Status(ctx, pool)
+		if err != nil {
+			return errors.New("database unreachable")
+		}
+		if !v.Current() {
+			return fmt.Errorf("migrations not current (%s)", v)
+		}
+		return nil
+	}
+}
+
+// running holds what Run started, so shutdown can stop it in order.
+type running struct {
+	logger      *slog.Logger
+	drain       time.Duration
+	embedded    *embeddeddb.Database
+	pool        *pgxpool.Pool
+	river       *river.Client[pgx.Tx]
+	cancelRiver context.CancelFunc
+	cancelUI    context.CancelFunc
+	http        *http.Server
+}
+
+// shutdown stops what was started, in the order that keeps committed work
+// durable and the probes answering while jobs drain: River first (stop
+// fetching, drain, cancel), then the HTTP server, River UI's background
+// services, the pool (River must be stopped before it, or closing it
+// hangs), and the embedded cluster last.
+func (r *running) shutdown(ctx context.Context) error {
+	var errs []error
+	if r.river != nil {
+		r.logger.InfoContext(ctx, "stopping River: no new jobs are fetched; running jobs get the drain period",
+			slog.Duration("drain", r.drain))
+		errs = append(errs, jobqueue.Drain(ctx, r.river, r.drain))
+		r.cancelRiver()
+	}
+	if r.http != nil {
+		httpCtx, cancel := context.WithTimeout(ctx, httpShutdownBound)
+		errs = append(errs, r.http.Shutdown(httpCtx))
+		cancel()
+	}
+	if r.cancelUI != nil {
+		r.cancelUI()
+	}
+	if r.pool != nil {
+		r.pool.Close()
+	}
+	if r.embedded != nil {
+		r.logger.InfoContext(ctx, "stopping the embedded PostgreSQL cluster")
+		errs = append(errs, r.embedded.Stop(ctx))
+	}
+	return errors.Join(errs...)
+}

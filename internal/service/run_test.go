@@ -1,0 +1,216 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/service"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// syncBuffer is a goroutine-safe console.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// traversableTempDir returns a directory the unprivileged postgres user can
+// reach, which t.TempDir (mode 0700) is not.
+func traversableTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mailfathom-service-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+type started struct {
+	addr    string
+	console *syncBuffer
+	logs    *syncBuffer
+	stop    func() error
+}
+
+func start(t *testing.T, opts service.Options) *started {
+	t.Helper()
+	s := &started{console: &syncBuffer{}, logs: &syncBuffer{}}
+	opts.Console = s.console
+	opts.Logger = slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.HTTPAddr = "127.0.0.1:0"
+	listening := make(chan string, 1)
+	opts.Listening = func(addr string) { listening <- addr }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- service.Run(ctx, opts) }()
+	select {
+	case s.addr = <-listening:
+	case err := <-done:
+		cancel()
+		t.Fatalf("service stopped before serving: %v\nlogs:\n%s", err, s.logs.String())
+	case <-time.After(2 * time.Minute):
+		cancel()
+		t.Fatalf("service did not start; logs:\n%s", s.logs.String())
+	}
+	var once sync.Once
+	var stopErr error
+	s.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(time.Minute):
+				t.Errorf("service did not stop")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = s.stop() })
+	return s
+}
+
+func get(t *testing.T, url string, auth ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if len(auth) == 2 {
+		req.SetBasicAuth(auth[0], auth[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+func queues() map[string]int {
+	return map[string]int{jobqueue.QueueAccounts: 1, jobqueue.QueueFolders: 1}
+}
+
+// TestEmbeddedDefault is the README's run command with nothing configured:
+// the embedded cluster starts, migrations apply, River starts, and River UI,
+// the probes and metrics are served, River UI only with credentials.
+func TestEmbeddedDefault(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(traversableTempDir(t), "postgres")
+	opts := service.Options{
+		EmbeddedDataDir: dataDir,
+		UIEnabled:       true,
+		UIUsername:      "admin",
+		MigrateOnStart:  true,
+		QueueWorkers:    queues(),
+		ShutdownDrain:   time.Second,
+	}
+	s := start(t, opts)
+	base := "http://" + s.addr
+
+	code, _ := get(t, base+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+	code, body := get(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = get(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "go_goroutines")
+
+	code, _ = get(t, base+"/riverui/")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = get(t, base+"/riverui/", "admin", "wrong")
+	require.Equal(t, http.StatusUnauthorized, code)
+
+	password := regexp.MustCompile(`River UI password \(generated once, kept in (\S+)\): (\S+)`).FindStringSubmatch(s.console.String())
+	require.NotNil(t, password, s.console.String())
+	code, body = get(t, base+"/riverui/", "admin", password[2])
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, strings.ToLower(body), "<html")
+	code, body = get(t, base+"/riverui/api/queues", "admin", password[2])
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"data"`)
+
+	// The password never reaches the structured log.
+	require.NotContains(t, s.logs.String(), password[2])
+	require.Contains(t, s.logs.String(), "no mailbox account is configured")
+
+	require.NoError(t, s.stop())
+	require.NoFileExists(t, filepath.Join(dataDir, "postmaster.pid"), "the embedded cluster is stopped on exit")
+
+	// A restart reuses the cluster and the password, and prints only where
+	// the password is kept.
+	s2 := start(t, opts)
+	require.NotContains(t, s2.console.String(), password[2])
+	require.Contains(t, s2.console.String(), password[1])
+	code, _ = get(t, "http://"+s2.addr+"/riverui/", "admin", password[2])
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, s2.stop())
+}
+
+// TestConfiguredDatabase serves against a configured database with a UI
+// password from a secret file, and a rotated file is honoured at once.
+func TestConfiguredDatabase(t *testing.T) {
+	t.Parallel()
+	pwFile := filepath.Join(t.TempDir(), "ui-password")
+	require.NoError(t, os.WriteFile(pwFile, []byte("first\n"), 0o600))
+	s := start(t, service.Options{
+		DatabaseConnString: pgtest.Database(t),
+		UIEnabled:          true,
+		UIUsername:         "operator",
+		UIPassword: func(context.Context) ([]byte, error) {
+			b, err := os.ReadFile(pwFile)
+			return bytes.TrimSpace(b), err
+		},
+		MigrateOnStart: true,
+		QueueWorkers:   queues(),
+	})
+	base := "http://" + s.addr + "/riverui/"
+	code, _ := get(t, base, "operator", "first")
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, os.WriteFile(pwFile, []byte("second\n"), 0o600))
+	code, _ = get(t, base, "operator", "first")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = get(t, base, "operator", "second")
+	require.Equal(t, http.StatusOK, code)
+}
+
+// TestSchemaNotCurrentWithoutMigrateOnStart refuses to start on a database
+// that is behind when told not to migrate.
+func TestSchemaNotCurrentWithoutMigrateOnStart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := service.Run(ctx, service.Options{
+		Logger:             slog.New(slog.DiscardHandler),
+		DatabaseConnString: pgtest.Database(t),
+		HTTPAddr:           "127.0.0.1:0",
+		MigrateOnStart:     false,
+		QueueWorkers:       queues(),
+	})
+	require.ErrorContains(t, err, "run `mailfathom migrate`")
+}
