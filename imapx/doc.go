@@ -3,4 +3,55 @@
 // Its read-side types expose no operation that can change a mailbox:
 // folders are opened with EXAMINE and content is fetched with BODY.PEEK.
 // The write connection is a separate type the read side cannot reach.
+//
+// # Read sessions
+//
+// OpenReadSession connects, protects the connection as Endpoint.Security
+// says (implicit TLS, STARTTLS required or when available, or none) and
+// authenticates; the returned ReadSession lists folders, examines one, and
+// searches and fetches in it:
+//
+//	s, err := imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{Logger: log})
+//	folders, err := s.ListFolders(ctx)
+//	state, err := s.Examine(ctx, path)                 // EXAMINE, never SELECT
+//	uids, err := s.SearchUIDs(ctx, lastSeen, earliest) // UID SEARCH UID n:* [SINCE d]
+//	md, err := s.FetchMetadata(ctx, uids[:batch])      // UID FETCH (UID FLAGS INTERNALDATE RFC822.SIZE ENVELOPE)
+//	err = s.FetchBodies(ctx, uids[:batch], maxRaw, store) // UID FETCH (UID BODY.PEEK[]), one message at a time
+//	defer s.Close()
+//
+// A ReadSession is driven by one goroutine. Every command is bounded by
+// SessionOptions.CommandTimeout and by the caller's context: either one
+// closes the connection when it runs out.
+//
+// # Failures
+//
+// Errors are classified for the caller's retry policy:
+//
+//   - transient (IsTransient true): *TransportError, for a connection that
+//     dropped, was reset or closed, timed out, or whose response stream could
+//     not be parsed. The connection is unusable afterwards; Recover replaces
+//     it and re-examines the open folder, read-only.
+//   - terminal: *AuthenticationError (the credential was rejected: repeating
+//     it is how accounts get locked), *CommandError (the server answered NO
+//     or BAD), *TLSError (certificate or handshake refused),
+//     ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
+//     ErrFolderListTooLarge, ErrMailboxFolderRecreated, and anything else.
+//   - neither: the caller's own context error, returned wrapped so that
+//     errors.Is(err, context.Canceled) and context.DeadlineExceeded hold.
+//
+// No error text and no log line carries a folder path, a user name, a
+// credential, a subject or a server's response text, any of which can hold
+// personal data: errors name the command, the status and the response code,
+// and the debug log records command names, counts and durations only.
+//
+// # What go-imap does not do and this package does
+//
+// The STARTTLS decision needs the capabilities first, which go-imap's
+// NewStartTLS does not look at, so a plain connection's greeting,
+// CAPABILITY and STARTTLS are handled here before go-imap takes over; bytes
+// a server sends between its STARTTLS OK and the handshake are refused.
+// SASL PLAIN is built in a buffer that is zeroed after use. A search answer
+// is checked before it is expanded into UIDs. A message body literal that
+// ends early kills the connection instead of letting go-imap read it a
+// second time concurrently with its own reader.
 package imapx

@@ -1,0 +1,104 @@
+package imapx
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+)
+
+// ConnectionSecurity is how a connection to the IMAP server is protected. The
+// values are the names configuration uses (internal/config.ConnectionSecurity).
+type ConnectionSecurity string
+
+// The connection-security modes.
+const (
+	// TLSOnConnect encrypts immediately with implicit TLS.
+	TLSOnConnect ConnectionSecurity = "TlsOnConnect"
+	// StartTLSRequired upgrades with STARTTLS and fails with
+	// ErrStartTLSUnavailable when the server does not advertise it.
+	StartTLSRequired ConnectionSecurity = "StartTlsRequired"
+	// StartTLSWhenAvailable upgrades with STARTTLS when the server advertises
+	// it and otherwise continues unencrypted.
+	StartTLSWhenAvailable ConnectionSecurity = "StartTlsWhenAvailable"
+	// Auto behaves as TLSOnConnect on port 993, the implicit-TLS port, and
+	// as StartTLSWhenAvailable on any other port. (This is what MailKit's
+	// SecureSocketOptions.Auto, the seed's reference, does.)
+	Auto ConnectionSecurity = "Auto"
+	// None never encrypts.
+	None ConnectionSecurity = "None"
+)
+
+// Endpoint says where and as whom a session connects.
+type Endpoint struct {
+	// AccountID names the account in log lines; it is never sent anywhere.
+	AccountID string
+	Host      string
+	Port      int
+	// Security is how the connection is protected; empty means
+	// TLSOnConnect, configuration's default.
+	Security ConnectionSecurity
+	// TLSConfig is cloned for every connection. Nil means the system roots.
+	// ServerName defaults to Host. InsecureSkipVerify is refused.
+	TLSConfig *tls.Config
+	Username  string
+	// Password is called once per connection, just before authenticating;
+	// the session zeroes the returned slice as soon as the credential has
+	// been sent, so it must return a slice the caller no longer needs.
+	Password func(ctx context.Context) ([]byte, error)
+	// Dial opens the TCP connection. Nil means a net.Dialer. Tests use it to
+	// route through faultproxy or to record the bytes a session sends.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func (ep Endpoint) address() string {
+	return net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port))
+}
+
+// DefaultCommandTimeout is the CommandTimeout used when none is set.
+const DefaultCommandTimeout = 2 * time.Minute
+
+// DefaultMaxListedFolders bounds what one ListFolders call retains when
+// SessionOptions.MaxListedFolders is zero.
+const DefaultMaxListedFolders = 10_000
+
+// SessionOptions tunes a ReadSession.
+type SessionOptions struct {
+	// Logger receives debug lines with command names and counts only. Nil
+	// discards them.
+	Logger *slog.Logger
+	// CommandTimeout bounds each IMAP command: connection establishment
+	// (dial, TLS, greeting, authentication) as a whole, and every later
+	// command. For the two FETCH operations it bounds the wait for each
+	// message instead, so a large batch may stream for longer than one
+	// timeout as long as it keeps making progress; the time the caller's
+	// callback takes is not counted. Zero means DefaultCommandTimeout.
+	CommandTimeout time.Duration
+	// MaxListedFolders bounds how many folders ListFolders retains before
+	// it fails with ErrFolderListTooLarge. Zero means
+	// DefaultMaxListedFolders.
+	MaxListedFolders int
+}
+
+func (o SessionOptions) commandTimeout() time.Duration {
+	if o.CommandTimeout <= 0 {
+		return DefaultCommandTimeout
+	}
+	return o.CommandTimeout
+}
+
+func (o SessionOptions) maxListedFolders() int {
+	if o.MaxListedFolders <= 0 {
+		return DefaultMaxListedFolders
+	}
+	return o.MaxListedFolders
+}
+
+func (o SessionOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
+}

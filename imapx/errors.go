@@ -1,0 +1,231 @@
+package imapx
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/emersion/go-imap/v2"
+)
+
+// Error texts name the command, the status and the response code only: a
+// server's response text, a folder path, a user name or anything taken from
+// a message never appears in one, because any of them can carry personal
+// data and errors end up in logs. The underlying cause stays reachable
+// through errors.Is/As where one exists.
+
+// ErrMailboxFolderRecreated is returned by Recover when the folder it
+// re-examined reports another UIDVALIDITY than when it was first examined:
+// it is no longer the folder the run started on. Until the next Examine, the
+// session refuses to search or fetch in it.
+var ErrMailboxFolderRecreated = errors.New("imapx: the open folder was recreated (UIDVALIDITY changed)")
+
+// ErrFolderListTooLarge is returned by ListFolders when the server lists more
+// folders than SessionOptions.MaxListedFolders.
+var ErrFolderListTooLarge = errors.New("imapx: the server lists more folders than the limit")
+
+// ErrStartTLSUnavailable is returned by OpenReadSession in StartTLSRequired
+// mode when the server does not advertise STARTTLS (or greets with PREAUTH,
+// after which STARTTLS is no longer possible). It is terminal.
+var ErrStartTLSUnavailable = errors.New("imapx: STARTTLS is required but the server does not offer it")
+
+// ErrLoginDisabled is returned by OpenReadSession when the server offers
+// neither AUTH=PLAIN nor the LOGIN command (LOGINDISABLED), which Dovecot
+// does on a connection it does not consider secured. It is terminal.
+var ErrLoginDisabled = errors.New("imapx: the server offers no usable authentication mechanism (LOGINDISABLED)")
+
+// ErrProtocolViolation marks a server answer that parsed but cannot be
+// right: a folder without UIDVALIDITY, a search result with "*" or more UIDs
+// than any folder holds, bytes sent ahead of the TLS handshake after
+// STARTTLS. It is terminal: repeating the request gets the same answer.
+var ErrProtocolViolation = errors.New("imapx: server response violates the protocol")
+
+// ErrNoFolder is returned by the search and fetch operations when no folder
+// is open (Examine was not called or failed).
+var ErrNoFolder = errors.New("imapx: no folder is open")
+
+// AuthenticationError reports that the server rejected the credential. It is
+// terminal: repeating a rejected credential is how an account gets locked.
+type AuthenticationError struct {
+	// Mechanism is "PLAIN" (AUTHENTICATE PLAIN) or "LOGIN" (the LOGIN
+	// command).
+	Mechanism string
+	// Code is the response code, e.g. "AUTHENTICATIONFAILED"; may be empty.
+	Code string
+}
+
+func (e *AuthenticationError) Error() string {
+	s := "imapx: authentication rejected (" + e.Mechanism
+	if e.Code != "" {
+		s += " [" + e.Code + "]"
+	}
+	return s + ")"
+}
+
+// CommandError reports that the server answered a command with NO or BAD. It
+// is terminal; the connection stays usable.
+type CommandError struct {
+	Command string // e.g. "EXAMINE", "UID FETCH"
+	Status  string // "NO" or "BAD"
+	Code    string // response code, e.g. "NONEXISTENT"; may be empty
+}
+
+func (e *CommandError) Error() string {
+	s := "imapx: " + e.Command + " answered " + e.Status
+	if e.Code != "" {
+		s += " [" + e.Code + "]"
+	}
+	return s
+}
+
+// TransportError reports that the connection failed during an operation: it
+// was dropped or closed, timed out, or the response stream could not be
+// parsed. It is transient. The connection is unusable afterwards; Recover
+// replaces it.
+type TransportError struct {
+	Op  string // the command or step, e.g. "UID FETCH", "dial", "TLS handshake"
+	Err error  // the cause; its text is not part of Error()
+}
+
+func (e *TransportError) Error() string {
+	return "imapx: " + e.Op + ": " + transportKind(e.Err)
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// transportKind describes a transport failure without its text, which can
+// quote server bytes (go-imap's parse errors do).
+func transportKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, errConnectionUnusable):
+		return "connection unusable after an earlier failure; Recover replaces it"
+	case errors.Is(err, errNotConnected):
+		return "not connected"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return "connection closed"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection reset"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timed out"
+	case errors.As(err, &ne):
+		return "network error"
+	case errors.Is(err, errServerBye):
+		return "server refused the session (BYE)"
+	default:
+		return "connection lost or response stream unreadable"
+	}
+}
+
+// TLSError reports a TLS handshake the client refused or the server aborted:
+// an untrusted or mismatching certificate, a protocol version or alert, or a
+// peer that does not speak TLS. It is terminal.
+type TLSError struct {
+	Err error
+}
+
+func (e *TLSError) Error() string {
+	var (
+		verr *tls.CertificateVerificationError
+		uerr x509.UnknownAuthorityError
+		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
+		aerr tls.AlertError
+		rerr tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(e.Err, &herr):
+		return "imapx: TLS: the server certificate does not match the host name"
+	case errors.As(e.Err, &uerr):
+		return "imapx: TLS: the server certificate is not signed by a trusted authority"
+	case errors.As(e.Err, &cerr):
+		return "imapx: TLS: the server certificate is invalid"
+	case errors.As(e.Err, &verr):
+		return "imapx: TLS: the server certificate could not be verified"
+	case errors.As(e.Err, &aerr), isRemoteAlert(e.Err):
+		return "imapx: TLS: the handshake was aborted with an alert"
+	case errors.As(e.Err, &rerr):
+		return "imapx: TLS: the server does not speak TLS"
+	case errors.Is(e.Err, errInsecureSkipVerify):
+		return errInsecureSkipVerify.Error()
+	}
+	return "imapx: TLS handshake refused"
+}
+
+func (e *TLSError) Unwrap() error { return e.Err }
+
+var (
+	errConnectionUnusable = errors.New("connection unusable")
+	errNotConnected       = errors.New("not connected")
+	errServerBye          = errors.New("server greeted with BYE")
+	errInsecureSkipVerify = errors.New("imapx: TLS: a configuration that skips certificate verification is refused")
+)
+
+// IsTransient reports whether err is worth retrying on a new connection: a
+// dropped, closed or reset connection, end of file, a timeout of the
+// session's own CommandTimeout, or a response stream the client could not
+// parse (a desynchronized conversation).
+//
+// It is false for terminal failures (*AuthenticationError, *CommandError,
+// *TLSError, ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
+// ErrFolderListTooLarge, ErrMailboxFolderRecreated), for anything it does not
+// recognize, and for the caller's own context cancellation or deadline
+// (context.Canceled, context.DeadlineExceeded): the caller owns the context
+// and knows whether it gave up or a pipeline timed an attempt out.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var (
+		authErr *AuthenticationError
+		cmdErr  *CommandError
+		tlsErr  *TLSError
+		trErr   *TransportError
+		imapErr *imap.Error
+		ne      net.Error
+	)
+	switch {
+	case errors.As(err, &authErr), errors.As(err, &cmdErr), errors.As(err, &tlsErr), errors.As(err, &imapErr):
+		return false
+	case errors.Is(err, ErrMailboxFolderRecreated), errors.Is(err, ErrFolderListTooLarge),
+		errors.Is(err, ErrStartTLSUnavailable), errors.Is(err, ErrLoginDisabled),
+		errors.Is(err, ErrProtocolViolation), errors.Is(err, ErrNoFolder):
+		return false
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &trErr):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return true
+	case errors.As(err, &ne):
+		return true
+	}
+	return false
+}
+
+// classify turns the error a go-imap command returned into one of this
+// package's errors. A NO or BAD is a *CommandError and leaves the connection
+// usable; every other error from go-imap means its reader stopped (the
+// connection dropped, timed out or desynchronized), so it becomes a
+// transient *TransportError.
+func classify(command string, err error) (_ error, connectionLost bool) {
+	if err == nil {
+		return nil, false
+	}
+	var imapErr *imap.Error
+	if errors.As(err, &imapErr) {
+		return &CommandError{Command: command, Status: string(imapErr.Type), Code: string(imapErr.Code)}, false
+	}
+	return &TransportError{Op: command, Err: err}, true
+}
