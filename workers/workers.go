@@ -1,37 +1,78 @@
 // Package workers holds MailFathom's River workers, each the orchestration
-// of one unit of work (an account run, a folder pass, a reconciliation
-// window, a backfill batch, a mutation stage, an embedding offer).
+// of one unit of work (an account run, a folder pass, and — as their issues
+// land — a reconciliation window, a backfill batch, a mutation stage, an
+// embedding offer).
 //
 // Workers classify their own failures for River: a transient dependency
-// failure is returned as an error and retried on River's schedule, a
-// permanent one is returned as river.JobCancel, and a deferral (another run
-// holds the account, a concurrency conflict) as river.JobSnooze.
+// failure is returned as an error and retried on the run-backoff schedule
+// (NextRetry), a permanent one is returned as river.JobCancel, and a
+// deferral (a concurrency bound reached, a persistence conflict) as
+// river.JobSnooze. No worker loops over retries of its own.
 package workers
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
 // Dependencies are what the workers are built from.
 type Dependencies struct {
 	// Pool is the application database. Required.
 	Pool *pgxpool.Pool
+	// Config is the validated configuration. Required.
+	Config *config.Config
+	// Resolver resolves secret references per connection. Default: the
+	// process environment and the standard secret directories.
+	Resolver *secret.Resolver
 	// Logger is the fallback logger; a job's own logger comes from its
-	// context (jobqueue.Logger).
+	// context (jobqueue.Logger). Default: discard.
 	Logger *slog.Logger
+	// OpenSession opens a read-only IMAP session. Default:
+	// imapx.OpenReadSession.
+	OpenSession func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
 }
 
-// Register adds every MailFathom worker to ws and returns how many it added.
-// None of the job kinds has landed yet, so it adds none: the service then
-// runs River as an insert-only client (River refuses to work queues with an
-// empty registry) until the first worker arrives.
-func Register(ws *river.Workers, deps Dependencies) (int, error) {
-	if ws == nil || deps.Pool == nil {
-		return 0, errors.New("workers: a registry and a pool are required")
+func (d Dependencies) withDefaults() Dependencies {
+	d.Resolver = cmp.Or(d.Resolver, &secret.Resolver{})
+	d.Logger = cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
+	if d.OpenSession == nil {
+		d.OpenSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+			return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
+		}
 	}
-	return 0, nil
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return d
+}
+
+// Register adds every MailFathom worker to ws.
+func Register(ws *river.Workers, deps Dependencies) error {
+	if ws == nil || deps.Pool == nil || deps.Config == nil {
+		return errors.New("workers: a registry, a pool and a configuration are required")
+	}
+	deps = deps.withDefaults()
+	river.AddWorker(ws, &AccountRunWorker{deps: deps})
+	river.AddWorker(ws, &FolderPassWorker{deps: deps})
+	river.AddWorker(ws, &OrphanSweepWorker{deps: deps})
+	return nil
+}
+
+// deferral is the short, jittered snooze a work unit takes when a
+// concurrency bound is reached or another run got to its rows first.
+func deferral() time.Duration {
+	return 2*time.Second + rand.N(8*time.Second)
 }

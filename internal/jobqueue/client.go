@@ -19,20 +19,19 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/mailfathom/mailfathom/jobs"
 )
 
 // Config is what NewClient needs.
 type Config struct {
 	// Pool is the database the queue lives in. Required.
 	Pool *pgxpool.Pool
-	// Workers holds every registered worker. Nil builds an insert-only
-	// client, which can insert jobs and serve River UI but works none and
-	// must not be started.
+	// Workers holds every registered worker. Required.
 	Workers *river.Workers
 	// QueueWorkers is the number of concurrent workers per queue name; a
 	// queue absent or at zero is not worked by this process (it can still be
-	// inserted into). With Workers set, at least one queue must have
-	// workers.
+	// inserted into). At least one queue must have workers.
 	QueueWorkers map[string]int
 	// Logger receives River's and the middleware's logs. Default: discard.
 	Logger *slog.Logger
@@ -41,6 +40,9 @@ type Config struct {
 	// JobTimeout bounds one job attempt unless its worker says otherwise.
 	// Default: River's one minute.
 	JobTimeout time.Duration
+	// PeriodicJobs are inserted on their schedules by the elected leader.
+	// Default: none.
+	PeriodicJobs []*river.PeriodicJob
 	// ID names this client in River's leader election and in River UI.
 	// Default: River's generated name.
 	ID string
@@ -53,22 +55,22 @@ func NewClient(cfg Config) (*river.Client[pgx.Tx], error) {
 	}
 	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 
+	if cfg.Workers == nil {
+		return nil, errors.New("jobqueue: Workers is required")
+	}
 	for name := range cfg.QueueWorkers {
-		if !slices.Contains(Queues, name) {
+		if !slices.Contains(jobs.Queues, name) {
 			return nil, fmt.Errorf("jobqueue: unknown queue %q", name)
 		}
 	}
-	var queues map[string]river.QueueConfig
-	if cfg.Workers != nil {
-		queues = map[string]river.QueueConfig{}
-		for _, name := range Queues {
-			if n := cfg.QueueWorkers[name]; n > 0 {
-				queues[name] = river.QueueConfig{MaxWorkers: n}
-			}
+	queues := map[string]river.QueueConfig{}
+	for _, name := range jobs.Queues {
+		if n := cfg.QueueWorkers[name]; n > 0 {
+			queues[name] = river.QueueConfig{MaxWorkers: n}
 		}
-		if len(queues) == 0 {
-			return nil, errors.New("jobqueue: no queue has workers")
-		}
+	}
+	if len(queues) == 0 {
+		return nil, errors.New("jobqueue: no queue has workers")
 	}
 
 	middleware := []rivertype.Middleware{&LoggingMiddleware{Logger: logger}}
@@ -82,6 +84,7 @@ func NewClient(cfg Config) (*river.Client[pgx.Tx], error) {
 		JobTimeout:   cfg.JobTimeout,
 		Logger:       logger,
 		Middleware:   middleware,
+		PeriodicJobs: cfg.PeriodicJobs,
 		Queues:       queues,
 		Workers:      cfg.Workers,
 	})

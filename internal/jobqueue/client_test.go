@@ -15,6 +15,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/jobs"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -84,7 +85,7 @@ func TestClient(t *testing.T) {
 		client, err := jobqueue.NewClient(jobqueue.Config{
 			Pool:         pool,
 			Workers:      workers,
-			QueueWorkers: map[string]int{jobqueue.QueueAccounts: 2},
+			QueueWorkers: map[string]int{jobs.QueueAccounts: 2},
 			Logger:       slog.New(slog.DiscardHandler),
 			Metrics:      metrics,
 		})
@@ -99,7 +100,7 @@ func TestClient(t *testing.T) {
 		t.Helper()
 		_, err := tx.Exec(ctx, "INSERT INTO notes (id, body) VALUES ($1, 'x')", id)
 		require.NoError(t, err)
-		_, err = b.client.InsertTx(ctx, tx, noteArgs{NoteID: id}, &river.InsertOpts{Queue: jobqueue.QueueAccounts})
+		_, err = b.client.InsertTx(ctx, tx, noteArgs{NoteID: id}, &river.InsertOpts{Queue: jobs.QueueAccounts})
 		require.NoError(t, err)
 	}
 
@@ -153,7 +154,7 @@ func TestClient(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
 
-		_, err := b.client.Insert(ctx, panicArgs{}, &river.InsertOpts{Queue: jobqueue.QueueAccounts})
+		_, err := b.client.Insert(ctx, panicArgs{}, &river.InsertOpts{Queue: jobs.QueueAccounts})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			return count(ctx, t, b, "SELECT count(*) FROM river_job WHERE kind = 'test_panic' AND state = 'cancelled'") == 1

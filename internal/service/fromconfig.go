@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/mailfathom/mailfathom/internal/config"
-	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/secret"
+	"github.com/mailfathom/mailfathom/jobs"
 )
 
 // SecretsError reports every configured secret reference that did not
@@ -58,14 +58,16 @@ func OptionsFromConfig(cfg *config.Config, resolver *secret.Resolver) Options {
 		UIUsername:       cfg.UI.Username,
 		MigrateOnStart:   cfg.MigrateOnStart,
 		QueueWorkers: map[string]int{
-			jobqueue.QueueAccounts:   q.Accounts,
-			jobqueue.QueueFolders:    q.Folders,
-			jobqueue.QueueBackfill:   q.Backfill,
-			jobqueue.QueueMutations:  q.Mutations,
-			jobqueue.QueueEmbeddings: q.Embeddings,
+			jobs.QueueAccounts:   q.Accounts,
+			jobs.QueueFolders:    q.Folders,
+			jobs.QueueBackfill:   q.Backfill,
+			jobs.QueueMutations:  q.Mutations,
+			jobs.QueueEmbeddings: q.Embeddings,
 		},
 		ShutdownDrain: cfg.Sync.ShutdownDrainTimeout,
 		AccountCount:  len(cfg.Accounts),
+		Config:        cfg,
+		Resolver:      resolver,
 	}
 	if !cfg.Database.Embedded() {
 		opts.DatabaseConnString = cfg.Database.ConnString()

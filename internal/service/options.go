@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
+	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
 // Options is everything Run needs, already validated by the configuration
@@ -55,6 +57,13 @@ type Options struct {
 	ShutdownDrain time.Duration
 	// AccountCount is how many mailbox accounts are configured.
 	AccountCount int
+
+	// Config is the configuration the workers read. Default: the defaults
+	// of an empty environment.
+	Config *config.Config
+	// Resolver resolves secret references. Default: the process
+	// environment and the standard secret directories.
+	Resolver *secret.Resolver
 
 	// Listening, when set, is called with the bound HTTP address once the
 	// service is ready to serve.

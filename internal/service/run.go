@@ -17,10 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/embeddeddb"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/riverui"
 	"github.com/mailfathom/mailfathom/schema"
 	"github.com/mailfathom/mailfathom/workers"
@@ -52,10 +54,20 @@ func Run(ctx context.Context, opts Options) (err error) {
 		connString = db.ConnString
 	}
 
+	cfg := opts.Config
+	if cfg == nil {
+		if cfg, err = config.Load(nil); err != nil {
+			return err
+		}
+	}
+	// Account and folder jobs each hold one connection for their whole
+	// run (their concurrency slots are advisory locks on it), and River
+	// needs a few of its own: the pool is never smaller than that.
+	maxConns := max(opts.DatabaseMaxConns, int32(opts.QueueWorkers[jobs.QueueAccounts]+opts.QueueWorkers[jobs.QueueFolders]+4))
 	pool, err := database.Open(ctx, database.Options{
 		ConnString: connString,
 		Password:   opts.DatabasePassword,
-		MaxConns:   opts.DatabaseMaxConns,
+		MaxConns:   maxConns,
 	})
 	if err != nil {
 		return err
@@ -77,13 +89,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	ws := river.NewWorkers()
-	registered, err := workers.Register(ws, workers.Dependencies{Pool: pool, Logger: logger})
-	if err != nil {
+	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: opts.Resolver, Logger: logger}
+	if err := workers.Register(ws, deps); err != nil {
 		return err
-	}
-	if registered == 0 {
-		ws = nil
-		logger.InfoContext(ctx, "no job kind has a worker in this build; River runs insert-only")
 	}
 	client, err := jobqueue.NewClient(jobqueue.Config{
 		Pool:         pool,
@@ -91,20 +99,25 @@ func Run(ctx context.Context, opts Options) (err error) {
 		QueueWorkers: opts.QueueWorkers,
 		Logger:       logger,
 		Metrics:      jobMetrics,
+		PeriodicJobs: workers.PeriodicJobs(),
 	})
 	if err != nil {
 		return err
 	}
-	if ws != nil {
-		// River runs on its own context: shutdown is Drain's job, and a
-		// cancelled Start context would begin a stop of River's own choosing.
-		riverCtx, cancelRiver := context.WithCancel(context.WithoutCancel(ctx))
-		if err := client.Start(riverCtx); err != nil {
-			cancelRiver()
-			return fmt.Errorf("start river: %w", err)
-		}
-		r.river, r.cancelRiver = client, cancelRiver
+	// River runs on its own context: shutdown is Drain's job, and a
+	// cancelled Start context would begin a stop of River's own choosing.
+	riverCtx, cancelRiver := context.WithCancel(context.WithoutCancel(ctx))
+	if err := client.Start(riverCtx); err != nil {
+		cancelRiver()
+		return fmt.Errorf("start river: %w", err)
 	}
+	r.river, r.cancelRiver = client, cancelRiver
+	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
+	if err != nil {
+		return fmt.Errorf("schedule account runs: %w", err)
+	}
+	logger.InfoContext(ctx, "synchronization scheduled", slog.Bool("enabled", cfg.Sync.Enabled),
+		slog.Int("accounts", len(cfg.Accounts)), slog.Int("runs_started", n))
 
 	routes := httpserver.Routes{
 		Ready:    readiness(pool),

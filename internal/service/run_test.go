@@ -16,9 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/service"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/jobs"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -113,7 +113,7 @@ func get(t *testing.T, url string, auth ...string) (int, string) {
 }
 
 func queues() map[string]int {
-	return map[string]int{jobqueue.QueueAccounts: 1, jobqueue.QueueFolders: 1}
+	return map[string]int{jobs.QueueAccounts: 1, jobs.QueueFolders: 1}
 }
 
 // TestEmbeddedDefault is the README's run command with nothing configured:

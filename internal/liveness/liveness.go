@@ -1,0 +1,90 @@
+// Package liveness tells a running job whose process died from one that is
+// still working, across every process sharing the database.
+//
+// River's open-source rescuer recognizes a stuck job only by age (an hour
+// by default), so a folder pass whose process was killed would block its
+// folder — folder passes are unique while running — for that long. Instead,
+// a job holds a session-level advisory lock keyed by its id on the
+// connection it works with; a process that dies loses its connections and
+// with them the locks. Sweep finds running jobs whose lock nobody holds and
+// hands them back to River as retryable, with an attempt error saying why,
+// so the work resumes from its last commit within seconds of a restart.
+package liveness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// nsJob is the high 16 bits of a job's liveness key; see package slots for
+// the other namespaces.
+const nsJob = 0x6d06
+
+func jobKey(id int64) int64 { return int64(uint64(nsJob)<<48 | uint64(id)&(1<<48-1)) }
+
+// Hold takes the liveness lock of job id on conn, which the job keeps until
+// Release.
+func Hold(ctx context.Context, conn *pgxpool.Conn, id int64) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", jobKey(id)); err != nil {
+		return fmt.Errorf("liveness: hold: %w", err)
+	}
+	return nil
+}
+
+// Release gives the lock back.
+func Release(ctx context.Context, conn *pgxpool.Conn, id int64) error {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", jobKey(id)); err != nil {
+		return fmt.Errorf("liveness: release: %w", err)
+	}
+	return nil
+}
+
+// Querier is what Sweep runs on.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Sweep returns to River, as retryable now, every running job of the given
+// kinds that started more than grace ago and whose liveness lock nobody
+// holds. grace covers the moment between River marking a job running and
+// its worker taking the lock. It returns the ids it requeued.
+func Sweep(ctx context.Context, q Querier, kinds []string, grace time.Duration) ([]int64, error) {
+	if len(kinds) == 0 {
+		return nil, errors.New("liveness: no kinds to sweep")
+	}
+	rows, err := q.Query(ctx, `
+		WITH orphans AS (
+			SELECT j.id FROM river_job j
+			WHERE j.state = 'running' AND j.kind = ANY($1)
+			  AND j.attempted_at < now() - make_interval(secs => $2)
+			  AND NOT EXISTS (
+				SELECT 1 FROM pg_locks l
+				WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+				  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+				  AND ((l.classid::bigint << 32) | l.objid::bigint) = ($3::bigint << 48) | j.id)
+			FOR UPDATE OF j SKIP LOCKED
+		)
+		UPDATE river_job j
+		SET state = 'retryable',
+		    scheduled_at = now(),
+		    errors = array_append(j.errors, jsonb_build_object(
+		        'at', now(), 'attempt', j.attempt,
+		        'error', 'the process working this job stopped (its liveness lock was gone); requeued',
+		        'trace', ''))
+		FROM orphans o
+		WHERE j.id = o.id AND j.state = 'running'
+		RETURNING j.id`, kinds, grace.Seconds(), nsJob)
+	if err != nil {
+		return nil, fmt.Errorf("liveness: sweep: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("liveness: sweep: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,82 @@
+package liveness_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/liveness"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestSweep(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		pool *pgxpool.Pool
+	}
+
+	setup := func(t *testing.T) (context.Context, *testBundle) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		return ctx, &testBundle{pool: dbtest.Pool(t)}
+	}
+
+	// runningJob inserts a job River would show as running, started ago.
+	runningJob := func(ctx context.Context, t *testing.T, b *testBundle, kind string, ago time.Duration) int64 {
+		t.Helper()
+		var id int64
+		require.NoError(t, b.pool.QueryRow(ctx, `
+			INSERT INTO river_job (kind, args, queue, state, attempt, max_attempts, attempted_at, priority, scheduled_at)
+			VALUES ($1, '{}', 'folders', 'running', 1, 10, now() - make_interval(secs => $2), 1, now())
+			RETURNING id`, kind, ago.Seconds()).Scan(&id))
+		return id
+	}
+
+	state := func(ctx context.Context, t *testing.T, b *testBundle, id int64) string {
+		t.Helper()
+		var s string
+		require.NoError(t, b.pool.QueryRow(ctx, "SELECT state::text FROM river_job WHERE id = $1", id).Scan(&s))
+		return s
+	}
+
+	t.Run("RequeuesOnlyJobsNobodyHolds", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+
+		orphan := runningJob(ctx, t, b, "folder_pass", time.Minute)
+		alive := runningJob(ctx, t, b, "folder_pass", time.Minute)
+		young := runningJob(ctx, t, b, "folder_pass", 0)
+		otherKind := runningJob(ctx, t, b, "something_else", time.Minute)
+
+		conn, err := b.pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		require.NoError(t, liveness.Hold(ctx, conn, alive))
+
+		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 20*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, []int64{orphan}, ids)
+		require.Equal(t, "retryable", state(ctx, t, b, orphan))
+		require.Equal(t, "running", state(ctx, t, b, alive))
+		require.Equal(t, "running", state(ctx, t, b, young))
+		require.Equal(t, "running", state(ctx, t, b, otherKind))
+
+		var reason string
+		require.NoError(t, b.pool.QueryRow(ctx, "SELECT errors[array_length(errors, 1)]->>'error' FROM river_job WHERE id = $1", orphan).Scan(&reason))
+		require.Contains(t, reason, "liveness lock")
+
+		// The lock dies with its holder's connection.
+		require.NoError(t, liveness.Release(ctx, conn, alive))
+		ids, err = liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 20*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, []int64{alive}, ids)
+	})
+}

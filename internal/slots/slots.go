@@ -1,0 +1,187 @@
+// Package slots enforces the seed's two concurrency bounds —
+// MaxConcurrentAccounts and MaxConcurrentFoldersPerAccount — across every
+// process sharing one PostgreSQL database.
+//
+// River's open-source edition has no per-key concurrency limits, so the
+// bounds are PostgreSQL session-level advisory locks held on the connection
+// the work unit uses for its whole duration. A process that dies loses its
+// connection and with it every slot it held, so nothing has to be cleaned
+// up after a crash.
+//
+// An account occupies one of MaxConcurrentAccounts account slots while any
+// of its work units runs, and the work units of one account share that
+// slot: each holds it as a shared lock, beside a shared membership lock
+// naming the account. Which slot an account already occupies is read from
+// pg_locks (the backends holding its membership lock hold its slot), under
+// a transaction-level mutex so two claimers never pick the same free slot.
+// Each work unit also takes one of its account's
+// MaxConcurrentFoldersPerAccount folder slots exclusively.
+//
+// Acquire never waits: a full bound is ErrFull, which a worker turns into a
+// short River snooze.
+package slots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrFull reports that a bound is reached; try again later.
+var ErrFull = errors.New("slots: concurrency bound reached")
+
+// Lock namespaces, in the high byte of each 64-bit advisory key, so the
+// keys of one kind never collide with another's. 0x6d is 'm' (MailFathom).
+const (
+	nsMutex  = 0x6d01
+	nsSlot   = 0x6d02
+	nsMember = 0x6d03
+	nsFolder = 0x6d04
+)
+
+func key(ns uint16, hash uint32, n uint16) int64 {
+	return int64(uint64(ns)<<48 | uint64(hash)<<16 | uint64(n))
+}
+
+func accountHash(account string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(account))
+	return h.Sum32()
+}
+
+// Bounds are the two limits.
+type Bounds struct {
+	// MaxAccounts is MaxConcurrentAccounts.
+	MaxAccounts int
+	// MaxFoldersPerAccount is MaxConcurrentFoldersPerAccount.
+	MaxFoldersPerAccount int
+}
+
+// Held is a pair of slots held on one connection.
+type Held struct {
+	conn   *pgxpool.Conn
+	keys   []int64 // shared locks
+	folder int64   // exclusive lock
+}
+
+// Acquire takes an account slot for account (shared with the account's
+// other running work units) and one of the account's folder slots, on conn,
+// which the caller keeps until Release. It returns ErrFull when either
+// bound is reached.
+func Acquire(ctx context.Context, conn *pgxpool.Conn, account string, b Bounds) (*Held, error) {
+	if b.MaxAccounts < 1 || b.MaxFoldersPerAccount < 1 || b.MaxAccounts > 1<<16 || b.MaxFoldersPerAccount > 1<<16 {
+		return nil, fmt.Errorf("slots: bounds out of range")
+	}
+	h := accountHash(account)
+	member := key(nsMember, h, 0)
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slots: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", key(nsMutex, 0, 0)); err != nil {
+		return nil, fmt.Errorf("slots: take the slot mutex: %w", err)
+	}
+
+	slot, err := occupiedSlot(ctx, tx, member)
+	if err != nil {
+		return nil, err
+	}
+	if slot < 0 {
+		if slot, err = freeSlot(ctx, tx, b.MaxAccounts); err != nil {
+			return nil, err
+		}
+		if slot < 0 {
+			return nil, ErrFull
+		}
+	}
+	slotKey := key(nsSlot, 0, uint16(slot))
+
+	var folder int64
+	for j := range b.MaxFoldersPerAccount {
+		k := key(nsFolder, h, uint16(j))
+		var ok bool
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", k).Scan(&ok); err != nil {
+			return nil, fmt.Errorf("slots: try folder slot: %w", err)
+		}
+		if ok {
+			folder = k
+			break
+		}
+	}
+	if folder == 0 {
+		return nil, ErrFull
+	}
+	// Session-level locks survive the commit; the mutex does not.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_lock_shared($1), pg_advisory_lock_shared($2)", slotKey, member); err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", folder)
+		return nil, fmt.Errorf("slots: take account slot: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// The session locks are still held on conn; release them.
+		held := &Held{conn: conn, keys: []int64{slotKey, member}, folder: folder}
+		return nil, errors.Join(fmt.Errorf("slots: commit: %w", err), held.Release(context.WithoutCancel(ctx)))
+	}
+	return &Held{conn: conn, keys: []int64{slotKey, member}, folder: folder}, nil
+}
+
+// occupiedSlot returns the account slot other backends of this account
+// hold, or -1.
+func occupiedSlot(ctx context.Context, tx pgx.Tx, member int64) (int, error) {
+	var slot int
+	err := tx.QueryRow(ctx, `
+		SELECT (s.objid::bigint & 65535)::int
+		FROM pg_locks m
+		JOIN pg_locks s ON s.pid = m.pid AND s.locktype = 'advisory' AND s.granted AND s.objsubid = 1
+		 AND s.database = m.database AND (s.classid::bigint >> 16) = $2
+		WHERE m.locktype = 'advisory' AND m.granted AND m.objsubid = 1
+		  AND m.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND ((m.classid::bigint << 32) | m.objid::bigint) = $1
+		LIMIT 1`, member, nsSlot).Scan(&slot)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("slots: read occupied slot: %w", err)
+	}
+	return slot, nil
+}
+
+// freeSlot returns the lowest account slot nobody holds, or -1.
+func freeSlot(ctx context.Context, tx pgx.Tx, maxAccounts int) (int, error) {
+	var slot int
+	err := tx.QueryRow(ctx, `
+		SELECT n FROM generate_series(0, $1 - 1) AS n
+		WHERE NOT EXISTS (
+			SELECT 1 FROM pg_locks l
+			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND ((l.classid::bigint << 32) | l.objid::bigint) = ($2::bigint << 48) | n)
+		ORDER BY n LIMIT 1`, maxAccounts, nsSlot).Scan(&slot)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("slots: find a free slot: %w", err)
+	}
+	return slot, nil
+}
+
+// Release gives the slots back. The connection stays the caller's.
+func (h *Held) Release(ctx context.Context) error {
+	if h == nil || h.conn == nil {
+		return nil
+	}
+	_, err := h.conn.Exec(ctx, "SELECT pg_advisory_unlock($1), pg_advisory_unlock_shared($2), pg_advisory_unlock_shared($3)",
+		h.folder, h.keys[0], h.keys[1])
+	h.conn = nil
+	if err != nil {
+		return fmt.Errorf("slots: release: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package slots_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/slots"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestAcquire(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		pool *pgxpool.Pool
+	}
+
+	setup := func(t *testing.T) (context.Context, *testBundle) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		return ctx, &testBundle{pool: pgtest.Pool(t)}
+	}
+
+	// acquire takes slots on a connection of its own, as a work unit does.
+	acquire := func(ctx context.Context, t *testing.T, b *testBundle, account string, bounds slots.Bounds) (*slots.Held, error) {
+		t.Helper()
+		conn, err := b.pool.Acquire(ctx)
+		require.NoError(t, err)
+		t.Cleanup(conn.Release)
+		return slots.Acquire(ctx, conn, account, bounds)
+	}
+
+	t.Run("AccountBound", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		bounds := slots.Bounds{MaxAccounts: 2, MaxFoldersPerAccount: 1}
+
+		a, err := acquire(ctx, t, b, "a", bounds)
+		require.NoError(t, err)
+		_, err = acquire(ctx, t, b, "b", bounds)
+		require.NoError(t, err)
+		_, err = acquire(ctx, t, b, "c", bounds)
+		require.ErrorIs(t, err, slots.ErrFull)
+
+		require.NoError(t, a.Release(ctx))
+		_, err = acquire(ctx, t, b, "c", bounds)
+		require.NoError(t, err)
+	})
+
+	t.Run("FoldersOfOneAccountShareItsSlot", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		bounds := slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 2}
+
+		_, err := acquire(ctx, t, b, "a", bounds)
+		require.NoError(t, err)
+		_, err = acquire(ctx, t, b, "a", bounds)
+		require.NoError(t, err, "a second folder of the same account shares the account slot")
+		_, err = acquire(ctx, t, b, "a", bounds)
+		require.ErrorIs(t, err, slots.ErrFull, "the folder bound holds")
+		_, err = acquire(ctx, t, b, "b", bounds)
+		require.ErrorIs(t, err, slots.ErrFull, "the account bound holds")
+	})
+
+	t.Run("ReleasedWithTheConnection", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		bounds := slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 1}
+
+		conn, err := b.pool.Acquire(ctx)
+		require.NoError(t, err)
+		_, err = slots.Acquire(ctx, conn, "a", bounds)
+		require.NoError(t, err)
+		_, err = acquire(ctx, t, b, "b", bounds)
+		require.ErrorIs(t, err, slots.ErrFull)
+
+		// A crashed worker: its connection closes, its slots go with it.
+		require.NoError(t, conn.Conn().Close(ctx))
+		conn.Release()
+		require.Eventually(t, func() bool {
+			_, err := acquire(ctx, t, b, "b", bounds)
+			return err == nil
+		}, 5*time.Second, 50*time.Millisecond)
+	})
+}

@@ -1,0 +1,324 @@
+// Package synchronizer runs the forward pass over one alias binding: it
+// walks new mail above the folder's checkpoint in bounded batches, stores
+// each occurrence's metadata and raw MIME idempotently, and advances the
+// checkpoint only to a UID the server's state proves safe.
+//
+// It reads the mailbox through a read-only session (EXAMINE and BODY.PEEK
+// only; see imapx) and holds at most one MIME payload in memory at a time:
+// each body is written into an open transaction as soon as it is read, and
+// transactions are committed in groups so a folder of small messages does
+// not pay one fsync per message. A crash between commits loses only
+// uncommitted writes, which the next pass fetches again; every write is an
+// upsert on the occurrence identity, so nothing is doubled.
+package synchronizer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+)
+
+// Session is the part of a read-only IMAP session the forward pass uses.
+// *imapx.ReadSession implements it.
+type Session interface {
+	Examine(ctx context.Context, path string) (imapx.FolderState, error)
+	SearchUIDs(ctx context.Context, after uint32, since time.Time) ([]uint32, error)
+	FetchMetadata(ctx context.Context, uids []uint32) ([]imapx.MessageMetadata, error)
+	FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error
+	Recover(ctx context.Context) (imapx.FolderState, error)
+}
+
+// DB is where the pass writes: a connection the caller holds for the pass.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	mailstore.Querier
+}
+
+// Limits bound one pass.
+type Limits struct {
+	// BatchSize is MaxMetadataBatchSize: UIDs per metadata batch.
+	BatchSize int
+	// BatchesPerRun is MaxMetadataBatchesPerRun.
+	BatchesPerRun int
+	// MaxRawMimeBytes is the largest message whose content is stored.
+	MaxRawMimeBytes int64
+	// EarliestDate, when non-zero, becomes the UID SEARCH's SINCE key.
+	EarliestDate time.Time
+	// GroupMessages and GroupBytes decide when an open write transaction is
+	// committed: after this many messages or bytes, whichever comes first,
+	// and always at the end of a batch. Defaults: 64 messages, 16 MiB.
+	GroupMessages int
+	GroupBytes    int64
+	// Recoveries bounds how many times one pass re-establishes a session
+	// that failed transiently before giving up. Default 2.
+	Recoveries int
+}
+
+// Report is what a pass did, in counts: no mail content.
+type Report struct {
+	Stored         int           `json:"stored"`
+	Oversized      int           `json:"oversized"`
+	ExcludedByDate int           `json:"excluded_by_date"`
+	Vanished       int           `json:"vanished"`
+	Batches        int           `json:"batches"`
+	Bytes          int64         `json:"bytes"`
+	Recoveries     int           `json:"recoveries"`
+	Duration       time.Duration `json:"duration_ns"`
+	UIDValidity    uint32        `json:"uid_validity"`
+	CheckpointUID  uint32        `json:"checkpoint_uid"`
+	// ProgressReset reports that the folder's UIDVALIDITY differed from its
+	// checkpoint, so the pass started the folder over.
+	ProgressReset bool `json:"progress_reset,omitempty"`
+	// More reports that work remains beyond this pass's batch bound.
+	More bool `json:"more"`
+}
+
+// ForwardPass runs one pass over binding. It returns the report of what it
+// committed even when it fails part-way.
+func ForwardPass(ctx context.Context, db DB, sess Session, binding mailstore.Binding, lim Limits, logger *slog.Logger) (rep Report, err error) {
+	start := time.Now()
+	defer func() { rep.Duration = time.Since(start) }()
+	lim.GroupMessages = cmp.Or(lim.GroupMessages, 64)
+	lim.GroupBytes = cmp.Or(lim.GroupBytes, 16<<20)
+	lim.Recoveries = cmp.Or(lim.Recoveries, 2)
+	if lim.BatchSize < 1 || lim.BatchesPerRun < 1 || lim.MaxRawMimeBytes < 1 {
+		return rep, errors.New("synchronizer: limits must be positive")
+	}
+
+	cp, hasCP, err := mailstore.ReadCheckpoint(ctx, db, binding.ID)
+	if err != nil {
+		return rep, err
+	}
+	state, err := sess.Examine(ctx, binding.RemotePath)
+	if err != nil {
+		return rep, err
+	}
+	rep.UIDValidity = state.UIDValidity
+
+	p := pass{db: db, sess: sess, binding: binding, lim: lim, logger: logger, state: state, rep: &rep}
+	if hasCP {
+		p.expected = &cp
+		p.after = cp.LastSeenUID
+		if cp.UIDValidity != state.UIDValidity {
+			// Another UID space: never mix it with the checkpoint's.
+			p.after = 0
+			rep.ProgressReset = true
+			logger.WarnContext(ctx, "folder UIDVALIDITY changed; its progress starts over")
+		}
+	}
+	rep.CheckpointUID = p.after
+	return rep, p.run(ctx)
+}
+
+type pass struct {
+	db       DB
+	sess     Session
+	binding  mailstore.Binding
+	lim      Limits
+	logger   *slog.Logger
+	state    imapx.FolderState
+	expected *mailstore.Checkpoint
+	after    uint32
+	rep      *Report
+}
+
+func (p *pass) run(ctx context.Context) error {
+	uids, err := p.sess.SearchUIDs(ctx, p.after, p.lim.EarliestDate)
+	if err != nil {
+		return err
+	}
+	uids = below(uids, p.state.UIDNext)
+	if !p.lim.EarliestDate.IsZero() {
+		all, err := p.sess.SearchUIDs(ctx, p.after, time.Time{})
+		if err != nil {
+			return err
+		}
+		p.rep.ExcludedByDate = len(below(all, p.state.UIDNext)) - len(uids)
+	}
+
+	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun {
+		n := min(len(uids), p.lim.BatchSize)
+		batch := uids[:n]
+		if err := p.batchWithRecovery(ctx, batch); err != nil {
+			return err
+		}
+		uids = uids[n:]
+		p.rep.Batches++
+		next := batch[len(batch)-1]
+		if len(uids) == 0 {
+			next = p.safeEnd(next)
+		}
+		if err := p.advance(ctx, next); err != nil {
+			return err
+		}
+	}
+	p.rep.More = len(uids) > 0
+	if p.rep.Batches == 0 {
+		// Nothing to fetch: the search still inspected everything below
+		// UIDNEXT (every UID it excluded by date, every expunged one), so the
+		// checkpoint moves to the end once rather than rescanning it.
+		if end := p.safeEnd(p.after); end > p.after || p.rep.ProgressReset {
+			return p.advance(ctx, end)
+		}
+	}
+	return nil
+}
+
+// safeEnd is where a pass that consumed every search result may put the
+// checkpoint: the highest UID the server had assigned when the folder was
+// opened (UIDNEXT-1), never speculatively beyond it.
+func (p *pass) safeEnd(last uint32) uint32 {
+	if p.state.UIDNext > 0 {
+		return max(last, p.state.UIDNext-1)
+	}
+	return last
+}
+
+func (p *pass) advance(ctx context.Context, uid uint32) error {
+	next := mailstore.Checkpoint{
+		FolderID:       p.binding.ID,
+		UIDValidity:    p.state.UIDValidity,
+		LastSeenUID:    uid,
+		SynchronizedAt: time.Now(),
+	}
+	if err := mailstore.AdvanceCheckpoint(ctx, p.db, p.expected, next); err != nil {
+		return err
+	}
+	p.expected = &next
+	p.after = uid
+	p.rep.CheckpointUID = uid
+	return nil
+}
+
+// batchWithRecovery stores one batch, re-establishing the session when it
+// fails transiently. Whatever the failed attempt committed stays; the
+// retry rewrites it idempotently.
+func (p *pass) batchWithRecovery(ctx context.Context, batch []uint32) error {
+	for {
+		var c counts
+		err := p.batch(ctx, batch, &c)
+		if err == nil {
+			p.rep.Stored += c.stored
+			p.rep.Oversized += c.oversized
+			p.rep.Vanished += c.vanished
+			p.rep.Bytes += c.bytes
+			return nil
+		}
+		if !imapx.IsTransient(err) || p.rep.Recoveries >= p.lim.Recoveries || ctx.Err() != nil {
+			return err
+		}
+		p.rep.Recoveries++
+		p.logger.WarnContext(ctx, "mailbox session failed transiently; re-establishing it read-only",
+			slog.Int("recovery", p.rep.Recoveries), slog.String("error_type", fmt.Sprintf("%T", err)))
+		state, rerr := p.sess.Recover(ctx)
+		if rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		if state.UIDValidity != p.state.UIDValidity {
+			return imapx.ErrMailboxFolderRecreated
+		}
+	}
+}
+
+// counts are one batch attempt's; they join the report only when the batch
+// is committed, so a retried batch is not counted twice.
+type counts struct {
+	stored, oversized, vanished int
+	bytes                       int64
+}
+
+func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
+	meta, err := p.sess.FetchMetadata(ctx, batch)
+	if err != nil {
+		return err
+	}
+	byUID := make(map[uint32]imapx.MessageMetadata, len(meta))
+	for _, m := range meta {
+		byUID[m.UID] = m
+	}
+	c.vanished = len(batch) - len(byUID)
+
+	w := &writer{db: p.db, groupMessages: p.lim.GroupMessages, groupBytes: p.lim.GroupBytes}
+	defer w.rollback(ctx)
+
+	var fetch []uint32
+	for _, uid := range batch {
+		m, ok := byUID[uid]
+		if !ok {
+			continue // expunged since the search
+		}
+		if m.Size > p.lim.MaxRawMimeBytes {
+			if err := w.write(ctx, p.occurrence(m, nil)); err != nil {
+				return err
+			}
+			c.oversized++
+			continue
+		}
+		fetch = append(fetch, uid)
+	}
+
+	if len(fetch) > 0 {
+		err = p.sess.FetchBodies(ctx, fetch, p.lim.MaxRawMimeBytes, func(b imapx.Body) error {
+			m, ok := byUID[b.UID]
+			if !ok {
+				return nil // an answer for a UID this batch did not ask about
+			}
+			if b.Exceeded {
+				c.oversized++
+				return w.write(ctx, p.occurrence(m, nil))
+			}
+			c.stored++
+			c.bytes += int64(len(b.Raw))
+			return w.write(ctx, p.occurrence(m, b.Raw))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return w.commit(ctx)
+}
+
+func (p *pass) occurrence(m imapx.MessageMetadata, raw []byte) mailstore.Occurrence {
+	o := mailstore.Occurrence{
+		AccountID:    p.binding.AccountID,
+		FolderID:     p.binding.ID,
+		UIDValidity:  p.state.UIDValidity,
+		UID:          m.UID,
+		Size:         m.Size,
+		InternalDate: m.InternalDate,
+		Flags:        m.Flags,
+		Subject:      m.Subject,
+		MessageID:    m.MessageID,
+		SentAt:       m.SentAt,
+		Availability: mailstore.ExceededSizeLimit,
+	}
+	if raw != nil {
+		o.Availability = mailstore.Available
+		o.Raw = raw
+	}
+	return o
+}
+
+// below keeps the UIDs under uidNext: mail that arrived after the folder
+// was opened belongs to the next pass, which keeps the checkpoint's cap
+// simple and strict.
+func below(uids []uint32, uidNext uint32) []uint32 {
+	if uidNext == 0 {
+		return uids
+	}
+	out := uids[:0:0]
+	for _, u := range uids {
+		if u < uidNext {
+			out = append(out, u)
+		}
+	}
+	return out
+}

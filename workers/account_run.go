@@ -1,0 +1,254 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/folders"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/slots"
+	"github.com/mailfathom/mailfathom/jobs"
+)
+
+// AccountRunWorker runs an account: it lists the account's folders once,
+// resolves every configured alias against that listing, commits the
+// bindings (with their mapping audit rows), and inserts one folder pass per
+// resolved binding and the account's next run, Interval later, all in one
+// transaction with the run's own completion.
+//
+// An alias that resolves to no folder, or to several, costs that folder
+// alone and is not a failed run: it is a configuration mistake, logged as a
+// warning naming the alias, and backing the account off would only slow
+// the folders that work.
+type AccountRunWorker struct {
+	river.WorkerDefaults[jobs.AccountRun]
+	deps Dependencies
+}
+
+// Timeout implements river.Worker: a listing is one command, but a slow
+// server may take a while to answer a large hierarchy.
+func (w *AccountRunWorker) Timeout(*river.Job[jobs.AccountRun]) time.Duration {
+	return 10 * time.Minute
+}
+
+// NextRetry implements river.Worker with the run backoff.
+func (w *AccountRunWorker) NextRetry(job *river.Job[jobs.AccountRun]) time.Time {
+	s := w.deps.Config.Sync
+	return w.deps.Now().Add(RunBackoff(s.Interval, s.MaxFailureBackoff, job.Args.FailuresBefore+job.Attempt))
+}
+
+// audit is one binding change, logged after the transaction that made it
+// committed.
+type audit struct {
+	change   mailstore.BindingChange
+	binding  mailstore.Binding
+	previous *mailstore.Binding
+}
+
+// Work implements river.Worker.
+func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.AccountRun]) error {
+	cfg := w.deps.Config
+	logger := jobqueue.Logger(ctx, w.deps.Logger).With(slog.String("account", job.Args.AccountID))
+	account, ok := mailendpoint.Find(cfg, job.Args.AccountID)
+	if !ok {
+		logger.InfoContext(ctx, "account is no longer configured; its runs stop")
+		return nil
+	}
+	if !cfg.Sync.Enabled {
+		logger.InfoContext(ctx, "synchronization is disabled; the account's runs stop until it is enabled")
+		return nil
+	}
+
+	conn, release, err := acquireWorkConn(ctx, w.deps.Pool, job.ID)
+	if err != nil {
+		return fmt.Errorf("account run: %w", err)
+	}
+	defer release()
+	held, err := slots.Acquire(ctx, conn, mailendpoint.AccountKey(account.ID), bounds(cfg))
+	if errors.Is(err, slots.ErrFull) {
+		return river.JobSnooze(deferral())
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
+
+	start := w.deps.Now()
+	resolutions, err := w.discover(ctx, account)
+	// The mailbox work is done: give the slots back before scheduling the
+	// folder passes, which need them.
+	_ = held.Release(ctx)
+	if err != nil {
+		return w.fail(ctx, job, logger, err)
+	}
+
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	var audits []audit
+	var passes int
+	err = mailstore.RetryConflicts(ctx, w.deps.Pool, cfg.Persistence.MaximumConcurrencyCommitAttempts, func(ctx context.Context, tx pgx.Tx) error {
+		audits, passes = nil, 0
+		accountID, err := mailstore.EnsureAccount(ctx, tx, mailendpoint.AccountKey(account.ID))
+		if err != nil {
+			return err
+		}
+		var inserts []river.InsertManyParams
+		for _, r := range resolutions {
+			if r.Err != nil {
+				continue
+			}
+			b, change, prev, err := mailstore.CommitBinding(ctx, tx, accountID, r.Alias, r.Remote.Path, r.Remote.Delimiter)
+			if err != nil {
+				return err
+			}
+			if change != mailstore.BindingUnchanged {
+				audits = append(audits, audit{change: change, binding: b, previous: prev})
+			}
+			inserts = append(inserts, river.InsertManyParams{Args: jobs.FolderPass{AccountID: account.ID, Alias: r.Alias}})
+		}
+		if len(inserts) > 0 {
+			res, err := client.InsertManyTx(ctx, tx, inserts)
+			if err != nil {
+				return fmt.Errorf("account run: schedule folder passes: %w", err)
+			}
+			for _, r := range res {
+				if !r.UniqueSkippedAsDuplicate {
+					passes++
+				}
+			}
+		}
+		if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, w.deps.Now().Add(cfg.Sync.Interval), 0, job.ID); err != nil {
+			return err
+		}
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, mailstore.ErrConcurrencyConflict) {
+			logger.InfoContext(ctx, "account run deferred: another run committed the same bindings first")
+			return river.JobSnooze(deferral())
+		}
+		return w.fail(ctx, job, logger, err)
+	}
+
+	for _, a := range audits {
+		logMappingChange(ctx, logger, a)
+	}
+	unresolved := 0
+	for _, r := range resolutions {
+		if r.Err != nil {
+			unresolved++
+			logger.WarnContext(ctx, "folder alias did not resolve; that folder is skipped this run",
+				slog.String("alias", r.Alias), slog.String("failure", folders.Identity(r.Err)), slog.String("error", r.Err.Error()))
+		}
+	}
+	logger.InfoContext(ctx, "account run finished",
+		slog.Int("aliases", len(resolutions)), slog.Int("unresolved", unresolved),
+		slog.Int("folder_passes_scheduled", passes), slog.Duration("duration", w.deps.Now().Sub(start)),
+		slog.Duration("next_run_in", cfg.Sync.Interval))
+	return nil
+}
+
+// discover lists the account's folders over one read-only session and
+// resolves every configured alias.
+func (w *AccountRunWorker) discover(ctx context.Context, account config.Account) ([]folders.Resolution, error) {
+	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.Resolver)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := w.deps.OpenSession(ctx, ep)
+	if err != nil {
+		return nil, err
+	}
+	listing, err := sess.ListFolders(ctx)
+	closeErr := sess.Close()
+	if err != nil {
+		return nil, err
+	}
+	_ = closeErr // the listing is complete; a failed logout changes nothing
+	catalog := make([]folders.Remote, len(listing))
+	for i, f := range listing {
+		catalog[i] = folders.Remote{Path: f.Path, Delimiter: f.Delimiter, Attributes: f.Attributes}
+	}
+	mappings := make([]folders.Mapping, len(account.Folders))
+	for i, f := range account.Folders {
+		mappings[i] = folders.Mapping{Alias: f.Alias, RemotePath: f.RemotePath, SpecialUse: string(f.SpecialUse)}
+	}
+	return folders.Resolve(mappings, catalog), nil
+}
+
+// fail decides what a failed run becomes. A transient failure goes back to
+// River, which retries it on the run backoff. Anything else is permanent
+// for this run: the account's next run is scheduled on the backoff, so the
+// account keeps being tried for as long as it is configured, and this job
+// is cancelled with the failure's identity visible in River UI.
+func (w *AccountRunWorker) fail(ctx context.Context, job *river.Job[jobs.AccountRun], logger *slog.Logger, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	failures := job.Args.FailuresBefore + job.Attempt
+	if transient(err) {
+		logger.WarnContext(ctx, "account run failed; retrying on the run backoff",
+			slog.Int("consecutive_failures", failures), slog.String("error_type", fmt.Sprintf("%T", err)), slog.String("error", err.Error()))
+		return err
+	}
+	cfg := w.deps.Config
+	wait := RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	if serr := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
+		_, err := ScheduleAccountRun(ctx, tx, client, job.Args.AccountID, w.deps.Now().Add(wait), failures, job.ID)
+		return err
+	}); serr != nil {
+		// The next run could not be scheduled: let River retry this one.
+		return errors.Join(err, serr)
+	}
+	logger.WarnContext(ctx, "account run failed permanently; the next run follows the backoff",
+		slog.Int("consecutive_failures", failures), slog.Duration("next_run_in", wait),
+		slog.String("error_type", fmt.Sprintf("%T", err)), slog.String("error", err.Error()))
+	return river.JobCancel(err)
+}
+
+// logMappingChange writes the mapping audit record: the one log line that
+// names remote folder paths. A first binding is information; a repointed
+// alias is a warning, because mail is now read from another folder.
+func logMappingChange(ctx context.Context, logger *slog.Logger, a audit) {
+	attrs := []any{
+		slog.String("alias", a.binding.Alias),
+		slog.Int("generation", a.binding.Generation),
+		slog.String("remote_path", a.binding.RemotePath),
+	}
+	if a.change == mailstore.BindingRepointed && a.previous != nil {
+		attrs = append(attrs, slog.String("previous_remote_path", a.previous.RemotePath),
+			slog.Int("previous_generation", a.previous.Generation))
+		logger.WarnContext(ctx, "folder alias repointed to another remote folder; a new generation starts from its first UID", attrs...)
+		return
+	}
+	logger.InfoContext(ctx, "folder alias bound", attrs...)
+}
+
+func bounds(cfg *config.Config) slots.Bounds {
+	return slots.Bounds{MaxAccounts: cfg.Sync.MaxConcurrentAccounts, MaxFoldersPerAccount: cfg.Sync.MaxConcurrentFoldersPerAccount}
+}
+
+// transient reports a failure worth another attempt later: a mailbox
+// transport failure or a database that is briefly unreachable.
+func transient(err error) bool {
+	if imapx.IsTransient(err) {
+		return true
+	}
+	var pgErr interface{ SafeToRetry() bool }
+	if errors.As(err, &pgErr) && pgErr.SafeToRetry() {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,32 @@
+package workers
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// RunBackoff is the wait before an account's next run after failures
+// consecutive failed runs: it grows from interval, doubling once per
+// failure, is capped at maxBackoff, and is drawn from the upper fifth of
+// that range so accounts sharing a server do not return to it in the same
+// instant. It is never shorter than interval, so a cap equal to the
+// interval means no backoff at all. Zero failures is the interval itself.
+func RunBackoff(interval, maxBackoff time.Duration, failures int) time.Duration {
+	return runBackoff(interval, maxBackoff, failures, rand.Float64)
+}
+
+func runBackoff(interval, maxBackoff time.Duration, failures int, random func() float64) time.Duration {
+	if failures <= 0 {
+		return interval
+	}
+	d := interval
+	for i := 0; i < failures && d < maxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, max(maxBackoff, interval))
+	lo := max(interval, d-d/5)
+	if d <= lo {
+		return d
+	}
+	return lo + time.Duration(random()*float64(d-lo))
+}

@@ -1,0 +1,73 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/jobs"
+)
+
+// scheduleLockNamespace keys the per-account transaction lock that makes
+// "is a run already pending?" and "insert one" a single step across
+// processes.
+const scheduleLockNamespace = 0x6d05
+
+// ScheduleAccountRun inserts the next run of account at at, in tx, unless a
+// run of the account other than exclude (the job doing the scheduling, or 0)
+// is already pending, scheduled, retrying or running. It reports whether it
+// inserted one.
+func ScheduleAccountRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], accountID string, at time.Time, failuresBefore int, exclude int64) (bool, error) {
+	key := mailendpoint.AccountKey(accountID)
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", scheduleLockNamespace, key); err != nil {
+		return false, fmt.Errorf("schedule account run: lock: %w", err)
+	}
+	var pending bool
+	err := tx.QueryRow(ctx, `
+		SELECT EXISTS (
+			SELECT 1 FROM river_job
+			WHERE kind = $1 AND id <> $3
+			  AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+			  AND lower(btrim(args->>'account_id')) = $2)`,
+		jobs.AccountRun{}.Kind(), key, exclude).Scan(&pending)
+	if err != nil {
+		return false, fmt.Errorf("schedule account run: look for a pending run: %w", err)
+	}
+	if pending {
+		return false, nil
+	}
+	_, err = client.InsertTx(ctx, tx, jobs.AccountRun{AccountID: accountID, FailuresBefore: failuresBefore},
+		&river.InsertOpts{ScheduledAt: at})
+	if err != nil {
+		return false, fmt.Errorf("schedule account run: insert: %w", err)
+	}
+	return true, nil
+}
+
+// ScheduleConfiguredAccounts makes sure every configured account has a run
+// pending, starting now for an account that has none. It is what starts
+// synchronization at startup and picks up an account added to the
+// configuration; an account removed from it ends its own runs.
+func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *river.Client[pgx.Tx]) (int, error) {
+	if !deps.Config.Sync.Enabled {
+		return 0, nil
+	}
+	inserted := 0
+	for _, a := range deps.Config.Accounts {
+		err := pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
+			ok, err := ScheduleAccountRun(ctx, tx, client, a.ID, time.Now(), 0, 0)
+			if ok {
+				inserted++
+			}
+			return err
+		})
+		if err != nil {
+			return inserted, err
+		}
+	}
+	return inserted, nil
+}

@@ -1,0 +1,473 @@
+package workers_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/jobs"
+	"github.com/mailfathom/mailfathom/workers"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// logBuffer captures the structured log for the privacy assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type syncBundle struct {
+	server *dovecot.Server
+	user   *dovecot.User
+	pool   *pgxpool.Pool
+	env    map[string]string
+	logs   *logBuffer
+	client *river.Client[pgx.Tx]
+	stop   func()
+}
+
+// setupSync starts Dovecot, a migrated database, and a configuration for
+// one account on that Dovecot (implicit TLS, the harness CA as the trusted
+// authority). Options edit the environment before anything starts.
+func setupSync(t *testing.T, opts ...dovecot.Option) *syncBundle {
+	t.Helper()
+	s := dovecot.Start(t, opts...)
+	u := s.NewUser()
+	dir := t.TempDir()
+	files, err := s.CA().WriteFiles(dir)
+	require.NoError(t, err)
+	pw := filepath.Join(dir, "imap-password")
+	require.NoError(t, os.WriteFile(pw, []byte(u.Password()+"\n"), 0o600))
+	b := &syncBundle{
+		server: s,
+		user:   u,
+		pool:   dbtest.Pool(t),
+		logs:   &logBuffer{},
+		env: map[string]string{
+			"MAILFATHOM_SYNC_ENABLED":                             "true",
+			"MAILFATHOM_SYNC_INTERVAL":                            "1h",
+			"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":                 "1h",
+			"MAILFATHOM_ACCOUNTS_0_ID":                            "primary",
+			"MAILFATHOM_ACCOUNTS_0_HOST":                          s.Host(),
+			"MAILFATHOM_ACCOUNTS_0_PORT":                          strconv.Itoa(s.TLSPort()),
+			"MAILFATHOM_ACCOUNTS_0_USERNAME":                      u.Name(),
+			"MAILFATHOM_ACCOUNTS_0_PASSWORD":                      "file:" + pw,
+			"MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST":             "AdditionalTrustedAuthority",
+			"MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY": "file:" + files.CACert,
+		},
+	}
+	t.Cleanup(func() {
+		if b.stop != nil {
+			b.stop()
+		}
+	})
+	return b
+}
+
+// start (re)starts the River client with the bundle's current environment.
+func (b *syncBundle) start(t *testing.T) {
+	t.Helper()
+	if b.stop != nil {
+		b.stop()
+	}
+	var environ []string
+	for k, v := range b.env {
+		environ = append(environ, k+"="+v)
+	}
+	cfg, err := config.Load(environ)
+	require.NoError(t, err)
+	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ws := river.NewWorkers()
+	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger}
+	require.NoError(t, workers.Register(ws, deps))
+	client, err := jobqueue.NewClient(jobqueue.Config{
+		Pool:         b.pool,
+		Workers:      ws,
+		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2},
+		Logger:       logger,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, client.Start(ctx))
+	b.client = client
+	b.stop = func() {
+		require.NoError(t, jobqueue.Drain(context.Background(), client, 5*time.Second))
+		cancel()
+		b.stop = nil
+	}
+	_, err = workers.ScheduleConfiguredAccounts(context.Background(), deps, client)
+	require.NoError(t, err)
+}
+
+// runAgain makes the account's scheduled next run due now and waits for
+// the work it causes.
+func (b *syncBundle) runAgain(t *testing.T) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(),
+		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
+	require.NoError(t, err)
+	b.waitIdle(t)
+}
+
+// waitIdle waits until no job is due or running: every folder pass has
+// finished and the account's next run lies in the future.
+func (b *syncBundle) waitIdle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	quiet := 0
+	for quiet < 3 {
+		require.True(t, time.Now().Before(deadline), "jobs did not settle; logs:\n%s", b.logs.String())
+		var busy int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `
+			SELECT count(*) FROM river_job
+			WHERE state IN ('available', 'running', 'pending')
+			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds')`).Scan(&busy))
+		if busy == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type storedRow struct {
+	uidValidity  int64
+	uid          int64
+	availability string
+	sha          []byte
+	length       *int64
+}
+
+func (b *syncBundle) stored(t *testing.T, alias string) []storedRow {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT e.uid_validity, e.uid, e.content_availability, c.sha256, c.byte_length
+		FROM stored_emails e
+		JOIN mail_folders f ON f.id = e.mail_folder_id
+		LEFT JOIN email_message_contents c ON c.stored_email_id = e.id
+		WHERE f.alias = $1
+		ORDER BY f.generation, e.uid_validity, e.uid`, alias)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
+		var s storedRow
+		return s, r.Scan(&s.uidValidity, &s.uid, &s.availability, &s.sha, &s.length)
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// lastPassOutput returns the output of the newest finished folder pass of
+// alias.
+func (b *syncBundle) lastPassOutput(t *testing.T, alias string) map[string]any {
+	t.Helper()
+	var out map[string]any
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT coalesce(metadata->'output', '{}'::jsonb) FROM river_job
+		WHERE kind = 'folder_pass' AND args->>'alias' = $1 AND state = 'completed'
+		ORDER BY id DESC LIMIT 1`, alias).Scan(&out))
+	return out
+}
+
+func seed(t *testing.T, u *dovecot.User, folder string, n int, seedValue uint64) [][]byte {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seedValue, 1))
+	msgs := make([]dovecot.SeedMessage, n)
+	raws := make([][]byte, n)
+	for i := range msgs {
+		raws[i] = mailgen.Message(seedValue, i, mailgen.Size(rng)/4)
+		msgs[i] = dovecot.SeedMessage{Raw: raws[i], InternalDate: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute)}
+	}
+	u.SeedMaildir(folder, msgs)
+	return raws
+}
+
+func assertUnseen(t *testing.T, u *dovecot.User, folder string) {
+	t.Helper()
+	for _, uid := range u.UIDs(folder) {
+		require.NotContains(t, u.Flags(folder, uid), imap.FlagSeen, "uid %d was marked read", uid)
+	}
+}
+
+func TestForwardSynchronization(t *testing.T) {
+	t.Parallel()
+
+	t.Run("StoresFolderCompletelyAndIncrementally", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.env["MAILFATHOM_SYNC_MAX_METADATA_BATCH_SIZE"] = "25"
+		b.env["MAILFATHOM_SYNC_MAX_METADATA_BATCHES_PER_RUN"] = "2"
+		raws := seed(t, b.user, "INBOX", 120, 1)
+		b.start(t)
+		b.waitIdle(t)
+
+		rows := b.stored(t, "INBOX")
+		require.Len(t, rows, len(raws))
+		for i, r := range rows {
+			require.Equal(t, int64(i+1), r.uid)
+			require.Equal(t, "Available", r.availability)
+			sum := sha256.Sum256(raws[i])
+			require.Equal(t, sum[:], r.sha, "uid %d", r.uid)
+			require.Equal(t, int64(len(raws[i])), *r.length)
+		}
+		assertUnseen(t, b.user, "INBOX")
+
+		// A second run fetches no body.
+		b.runAgain(t)
+		require.EqualValues(t, 0, b.lastPassOutput(t, "INBOX")["stored"])
+		require.Len(t, b.stored(t, "INBOX"), len(raws))
+
+		// Mail appended later arrives on the next run.
+		later := mailgen.Message(99, 1, 3000)
+		b.user.Append("INBOX", later, time.Now())
+		b.runAgain(t)
+		rows = b.stored(t, "INBOX")
+		require.Len(t, rows, len(raws)+1)
+		sum := sha256.Sum256(later)
+		require.Equal(t, sum[:], rows[len(rows)-1].sha)
+		assertUnseen(t, b.user, "INBOX")
+
+		var checkpoint int64
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT last_seen_uid FROM synchronization_checkpoints`).Scan(&checkpoint))
+		require.Equal(t, int64(len(raws)+1), checkpoint)
+	})
+
+	t.Run("OversizedMessageIsStoredAsMetadata", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.env["MAILFATHOM_SYNC_MAX_RAW_MIME_BYTES"] = "4096"
+		small := mailgen.Message(2, 1, 2000)
+		big := mailgen.Message(2, 2, 20000)
+		b.user.Append("INBOX", small, time.Now())
+		b.user.Append("INBOX", big, time.Now())
+		b.start(t)
+		b.waitIdle(t)
+
+		rows := b.stored(t, "INBOX")
+		require.Len(t, rows, 2)
+		require.Equal(t, "Available", rows[0].availability)
+		require.Equal(t, "ExceededSizeLimit", rows[1].availability)
+		require.Nil(t, rows[1].sha, "no content row for an oversized message")
+		require.EqualValues(t, 1, b.lastPassOutput(t, "INBOX")["oversized"])
+	})
+
+	t.Run("EarliestDateExcludesWithoutFetching", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.env["MAILFATHOM_ACCOUNTS_0_EARLIEST_EMAIL_RECEIVED_DATE"] = "2025-06-01"
+		var msgs []dovecot.SeedMessage
+		for i := range 10 {
+			day := time.Date(2025, 5, 27+i, 12, 0, 0, 0, time.UTC) // 5 before, 5 from June 1
+			msgs = append(msgs, dovecot.SeedMessage{Raw: mailgen.Message(3, i, 1500), InternalDate: day})
+		}
+		// Old mail at the end too: the checkpoint must still reach the last UID.
+		msgs = append(msgs, dovecot.SeedMessage{Raw: mailgen.Message(3, 99, 1500), InternalDate: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)})
+		b.user.SeedMaildir("INBOX", msgs)
+		b.start(t)
+		b.waitIdle(t)
+
+		rows := b.stored(t, "INBOX")
+		require.Len(t, rows, 5)
+		for i, r := range rows {
+			require.Equal(t, int64(6+i), r.uid)
+		}
+		out := b.lastPassOutput(t, "INBOX")
+		require.EqualValues(t, 6, out["excluded_by_date"])
+		require.EqualValues(t, 11, out["checkpoint_uid"])
+	})
+
+	t.Run("UIDValidityChangeStartsOver", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "archive"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Archive"
+		seed(t, b.user, "Archive", 5, 4)
+		b.start(t)
+		b.waitIdle(t)
+		first := b.stored(t, "ARCHIVE")
+		require.Len(t, first, 5)
+
+		b.user.RecreateFolder("Archive")
+		seed(t, b.user, "Archive", 3, 5)
+		b.runAgain(t)
+
+		rows := b.stored(t, "ARCHIVE")
+		require.Len(t, rows, 8, "the old UID space is kept, the new one stored from UID 1")
+		newValidity := int64(b.user.UIDValidity("Archive"))
+		var n int
+		for _, r := range rows {
+			if r.uidValidity == newValidity {
+				n++
+			}
+		}
+		require.Equal(t, 3, n)
+		var cpValidity int64
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT uid_validity FROM synchronization_checkpoints`).Scan(&cpValidity))
+		require.Equal(t, newValidity, cpValidity)
+	})
+
+	t.Run("RepointedAliasStartsANewGeneration", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "work"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Archive"
+		seed(t, b.user, "Archive", 4, 6)
+		seed(t, b.user, "Projects/2026", 2, 7)
+		b.start(t)
+		b.waitIdle(t)
+		require.Len(t, b.stored(t, "WORK"), 4)
+
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Projects/2026"
+		b.start(t)
+		b.runAgain(t)
+
+		var generations []int
+		rows, err := b.pool.Query(context.Background(), `SELECT generation FROM mail_folders WHERE alias = 'WORK' ORDER BY generation`)
+		require.NoError(t, err)
+		generations, err = pgx.CollectRows(rows, pgx.RowTo[int])
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2}, generations)
+		stored := b.stored(t, "WORK")
+		require.Len(t, stored, 6, "old rows are kept, the new folder is stored from UID 1")
+		require.Equal(t, int64(1), stored[4].uid)
+
+		var audits int
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM mail_folder_mapping_changes WHERE alias = 'WORK'`).Scan(&audits))
+		require.Equal(t, 2, audits)
+		require.Contains(t, b.logs.String(), "folder alias repointed")
+	})
+
+	t.Run("UnresolvedAndAmbiguousAliasesCostOnlyTheirFolder", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t, dovecot.WithExtraConfig(`namespace inbox {
+  mailbox "Old Archive" {
+    special_use = \Archive
+    auto = create
+  }
+}`))
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_SPECIAL_USE"] = "Inbox"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "flagged"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_SPECIAL_USE"] = "Flagged"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_2_ALIAS"] = "archive"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_2_SPECIAL_USE"] = "Archive"
+		seed(t, b.user, "INBOX", 3, 8)
+		b.start(t)
+		b.waitIdle(t)
+
+		require.Len(t, b.stored(t, "INBOX"), 3)
+		logs := b.logs.String()
+		require.Contains(t, logs, "FolderAliasUnresolved")
+		require.Contains(t, logs, "FolderAliasAmbiguous")
+		// The account was not backed off: its run completed and the next
+		// one is scheduled an interval later.
+		var completed, cancelled int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `
+			SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state IN ('cancelled', 'retryable', 'discarded'))
+			FROM river_job WHERE kind = 'account_run'`).Scan(&completed, &cancelled))
+		require.Equal(t, 1, completed)
+		require.Zero(t, cancelled)
+	})
+
+	t.Run("DroppedConnectionMidFetchLosesNothingAndMarksNothingRead", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		raws := seed(t, b.user, "INBOX", 60, 9)
+		proxy := faultproxy.Start(t, b.server.TLSAddr())
+		host, port := splitHostPort(t, proxy.Addr())
+		b.env["MAILFATHOM_ACCOUNTS_0_HOST"] = host
+		b.env["MAILFATHOM_ACCOUNTS_0_PORT"] = port
+		// Cut the first few connections part-way through the body stream.
+		proxy.CutAfter(faultproxy.Future, faultproxy.ServerToClient, 150_000)
+		go func() {
+			// Heal once a connection was cut, so the retry gets through.
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if proxy.Stats().Cut > 0 {
+					break
+				}
+			}
+			proxy.Heal()
+		}()
+		b.start(t)
+		b.waitIdle(t)
+
+		require.Positive(t, proxy.Stats().Cut, "the proxy cut a connection mid-fetch")
+		rows := b.stored(t, "INBOX")
+		require.Len(t, rows, len(raws))
+		for i, r := range rows {
+			sum := sha256.Sum256(raws[i])
+			require.Equal(t, sum[:], r.sha)
+		}
+		assertUnseen(t, b.user, "INBOX")
+	})
+
+	t.Run("NoMailContentInLogsOrJobArguments", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "projects"
+		b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Projects/2026"
+		b.user.Append("Projects/2026", mailgen.Message(10, 1, 2000), time.Now())
+		b.start(t)
+		b.waitIdle(t)
+		require.Len(t, b.stored(t, "PROJECTS"), 1)
+
+		var args string
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT string_agg(args::text || coalesce(errors::text, ''), ' ') FROM river_job`).Scan(&args))
+		for _, secret := range []string{"Synthetic message", "example.test", "Projects/2026", b.user.Name(), b.user.Password()} {
+			require.NotContains(t, args, secret)
+			for _, line := range strings.Split(b.logs.String(), "\n") {
+				if strings.Contains(line, "folder alias bound") || strings.Contains(line, "folder alias repointed") {
+					continue // the mapping audit record names remote paths by design
+				}
+				require.NotContains(t, line, secret)
+			}
+		}
+	})
+}
+
+func splitHostPort(t *testing.T, addr string) (string, string) {
+	t.Helper()
+	i := strings.LastIndex(addr, ":")
+	require.Positive(t, i, fmt.Sprintf("address %q", addr))
+	return addr[:i], addr[i+1:]
+}
