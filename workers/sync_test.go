@@ -440,6 +440,53 @@ func TestForwardSynchronization(t *testing.T) {
 		assertUnseen(t, b.user, "INBOX")
 	})
 
+	t.Run("DisabledOrRemovedAccountStopsAndKeepsItsMail", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		seed(t, b.user, "INBOX", 3, 11)
+		b.start(t)
+		b.waitIdle(t)
+		require.Len(t, b.stored(t, "INBOX"), 3)
+
+		pendingRuns := func() int {
+			var n int
+			require.NoError(t, b.pool.QueryRow(context.Background(),
+				`SELECT count(*) FROM river_job WHERE kind = 'account_run' AND state IN ('available', 'scheduled', 'retryable', 'running')`).Scan(&n))
+			return n
+		}
+		require.Equal(t, 1, pendingRuns(), "the next run is scheduled")
+
+		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
+		b.start(t)
+		b.user.Append("INBOX", mailgen.Message(11, 50, 2000), time.Now())
+		b.runAgain(t)
+		require.Zero(t, pendingRuns(), "a disabled account schedules no further run")
+		require.Len(t, b.stored(t, "INBOX"), 3, "nothing new is fetched and nothing stored is removed")
+
+		// Enabling it again starts it on the next start.
+		b.env["MAILFATHOM_SYNC_ENABLED"] = "true"
+		b.start(t)
+		b.waitIdle(t)
+		require.Len(t, b.stored(t, "INBOX"), 4)
+
+		// An account removed from the configuration ends its own runs; the
+		// account configured instead starts.
+		other := b.server.NewUser()
+		pw := filepath.Join(t.TempDir(), "other-password")
+		require.NoError(t, os.WriteFile(pw, []byte(other.Password()), 0o600))
+		b.env["MAILFATHOM_ACCOUNTS_0_ID"] = "other"
+		b.env["MAILFATHOM_ACCOUNTS_0_USERNAME"] = other.Name()
+		b.env["MAILFATHOM_ACCOUNTS_0_PASSWORD"] = "file:" + pw
+		b.start(t)
+		b.runAgain(t)
+		var primaryRuns int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
+			WHERE kind = 'account_run' AND args->>'account_id' = 'primary' AND state IN ('available', 'scheduled', 'retryable', 'running')`).Scan(&primaryRuns))
+		require.Zero(t, primaryRuns)
+		require.Equal(t, 1, pendingRuns(), "only the configured account keeps a run scheduled")
+		require.Len(t, b.stored(t, "INBOX"), 4)
+	})
+
 	t.Run("NoMailContentInLogsOrJobArguments", func(t *testing.T) {
 		t.Parallel()
 		b := setupSync(t)

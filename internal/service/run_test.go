@@ -151,9 +151,11 @@ func TestEmbeddedDefault(t *testing.T) {
 	code, body = get(t, base+"/riverui/", "admin", password[2])
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, strings.ToLower(body), "<html")
-	code, body = get(t, base+"/riverui/api/queues", "admin", password[2])
-	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, `"data"`)
+	// River is started: its queues are registered and visible in River UI.
+	require.Eventually(t, func() bool {
+		code, body := get(t, base+"/riverui/api/queues", "admin", password[2])
+		return code == http.StatusOK && strings.Contains(body, jobs.QueueFolders)
+	}, 10*time.Second, 100*time.Millisecond)
 
 	// The password never reaches the structured log.
 	require.NotContains(t, s.logs.String(), password[2])
