@@ -6,6 +6,8 @@
 //	mailfathom serve           run the service
 //	mailfathom migrate         apply the schema and River migrations
 //	mailfathom migrate -check  report the migration versions; exit 1 if behind
+//	mailfathom search WORDS    search the stored mail of the configured accounts
+//	mailfathom reindex-search  rebuild the search index under the configured text search configuration
 //	mailfathom check-config    validate the MAILFATHOM_ environment
 //	mailfathom probe URL       exit 0 when URL answers 200 OK
 //
@@ -33,6 +35,9 @@ const usage = `usage: mailfathom <command>
 commands:
   serve            run the service (migrations, River workers, River UI, /metrics, /healthz, /readyz)
   migrate [-check] apply (or with -check only report) the schema and River migrations
+  search [-account ID] [-alias ALIAS] [-limit N] WORDS
+                   search the stored mail of the configured accounts
+  reindex-search   rebuild the search index under MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION
   check-config     validate the MAILFATHOM_ environment variables and report every problem
   probe URL        exit 0 when URL answers 200 OK (container health checks)
 `
@@ -50,6 +55,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return migrateCmd(ctx, args[1:], environ, stdout, stderr)
 	case "check-config":
 		return checkConfig(ctx, environ, stdout, stderr)
+	case "search":
+		return searchCmd(ctx, args[1:], environ, stdout, stderr)
+	case "reindex-search":
+		return reindexSearchCmd(ctx, environ, stdout, stderr)
 	case "probe":
 		return probe(ctx, args[1:], stderr)
 	case "help", "-h", "--help":

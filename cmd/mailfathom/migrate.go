@@ -7,9 +7,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/mailfathom/mailfathom/internal/database"
-	"github.com/mailfathom/mailfathom/internal/embeddeddb"
-	"github.com/mailfathom/mailfathom/internal/service"
 	"github.com/mailfathom/mailfathom/schema"
 )
 
@@ -25,26 +22,16 @@ func migrateCmd(ctx context.Context, args, environ []string, stdout, stderr io.W
 		return 1
 	}
 	logger := newLogger(cfg, stderr)
-	opts := service.OptionsFromConfig(cfg, resolver)
-
-	connString := opts.DatabaseConnString
-	if connString == "" {
-		db, err := embeddeddb.Start(ctx, opts.EmbeddedDataDir, logger)
-		if err != nil {
-			fmt.Fprintf(stderr, "mailfathom: %v\n", err)
-			return 1
-		}
-		defer func() { _ = db.Stop(context.WithoutCancel(ctx)) }()
-		connString = db.ConnString
-	}
-	pool, err := database.Open(ctx, database.Options{ConnString: connString, Password: opts.DatabasePassword, MaxConns: 4})
-	if err != nil {
-		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, logger, stderr)
+	if !ok {
 		return 1
 	}
-	defer pool.Close()
+	defer closeDB()
 
-	var v schema.Versions
+	var (
+		v   schema.Versions
+		err error
+	)
 	if *check {
 		v, err = schema.Status(ctx, pool)
 	} else {

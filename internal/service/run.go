@@ -22,6 +22,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/embeddeddb"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/riverui"
 	"github.com/mailfathom/mailfathom/schema"
@@ -78,6 +79,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	if err := migrateOrCheck(ctx, pool, opts.MigrateOnStart, logger); err != nil {
+		return err
+	}
+	if err := searchindex.CheckConfiguration(ctx, pool, cfg.Persistence.TextSearchConfiguration); err != nil {
 		return err
 	}
 

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+)
+
+// searchCmd searches the stored mail of the configured accounts and prints
+// the matches to the user who asked: date, account/alias, sender, subject.
+func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("search", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	account := fs.String("account", "", "only this account (its configured identifier)")
+	alias := fs.String("alias", "", "only this folder alias")
+	limit := fs.Int("limit", 20, "at most this many results (up to 500)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if text == "" {
+		fmt.Fprintln(stderr, `usage: mailfathom search [-account ID] [-alias ALIAS] [-limit N] words or "a phrase"`)
+		return 2
+	}
+	cfg, resolver, ok := loadConfig(ctx, environ, stderr)
+	if !ok {
+		return 1
+	}
+	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, newLogger(cfg, io.Discard), stderr)
+	if !ok {
+		return 1
+	}
+	defer closeDB()
+
+	compiled, err := searchindex.CompiledConfiguration(ctx, pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v (has `mailfathom migrate` run?)\n", err)
+		return 1
+	}
+	var accounts []string
+	for _, a := range cfg.Accounts {
+		accounts = append(accounts, mailendpoint.AccountKey(a.ID))
+	}
+	hits, err := searchindex.Search(ctx, pool, searchindex.Query{
+		Text:          text,
+		Accounts:      accounts,
+		Account:       mailendpoint.AccountKey(*account),
+		Alias:         strings.ToUpper(strings.TrimSpace(*alias)),
+		Limit:         *limit,
+		Configuration: compiled,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+		return 1
+	}
+	if len(hits) == 0 {
+		fmt.Fprintln(stdout, "no matching messages")
+		return 0
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "DATE\tACCOUNT/ALIAS\tFROM\tSUBJECT\tID")
+	for _, h := range hits {
+		date := "-"
+		if h.SentAt != nil {
+			date = h.SentAt.UTC().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\t%s\n", date, h.Account, h.Alias, oneLine(h.From, 40), oneLine(h.Subject, 70), h.StoredEmailID)
+	}
+	_ = w.Flush()
+	return 0
+}
+
+// oneLine keeps a value on its table row: no control characters, bounded.
+func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// reindexSearchCmd rebuilds the search documents' vector under the
+// configured MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION: the remedy
+// serve's startup gate names when the two differ.
+func reindexSearchCmd(ctx context.Context, environ []string, stdout, stderr io.Writer) int {
+	cfg, resolver, ok := loadConfig(ctx, environ, stderr)
+	if !ok {
+		return 1
+	}
+	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, newLogger(cfg, stderr), stderr)
+	if !ok {
+		return 1
+	}
+	defer closeDB()
+	want := cfg.Persistence.TextSearchConfiguration
+	have, err := searchindex.CompiledConfiguration(ctx, pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+		return 1
+	}
+	if have == want {
+		fmt.Fprintf(stdout, "search documents are already indexed with %q\n", want)
+		return 0
+	}
+	if err := searchindex.Rebuild(ctx, pool, want); err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "search documents re-indexed: %q → %q\n", have, want)
+	return 0
+}

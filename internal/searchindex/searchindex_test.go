@@ -1,0 +1,126 @@
+package searchindex_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestSearchIndex(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		pool      *pgxpool.Pool
+		accountID int64
+		binding   mailstore.Binding
+	}
+
+	setup := func(t *testing.T) (context.Context, *testBundle) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		pool := dbtest.Pool(t)
+		accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+		require.NoError(t, err)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		b, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return ctx, &testBundle{pool: pool, accountID: accountID, binding: b}
+	}
+
+	store := func(ctx context.Context, t *testing.T, b *testBundle, uid uint32, subject string, availability mailstore.Availability) uuid.UUID {
+		t.Helper()
+		o := mailstore.Occurrence{AccountID: b.accountID, FolderID: b.binding.ID, UIDValidity: 1, UID: uid,
+			Size: 10, Subject: subject, Availability: availability, InternalDate: time.Now()}
+		if availability == mailstore.Available {
+			o.Raw = []byte("Subject: " + subject + "\r\n\r\nbody\r\n")
+		}
+		id, err := mailstore.UpsertOccurrence(ctx, b.pool, o)
+		require.NoError(t, err)
+		return id
+	}
+
+	search := func(ctx context.Context, t *testing.T, b *testBundle, text string) []searchindex.Hit {
+		t.Helper()
+		hits, err := searchindex.Search(ctx, b.pool, searchindex.Query{Text: text, Accounts: []string{"primary"}, Configuration: "simple"})
+		require.NoError(t, err)
+		return hits
+	}
+
+	t.Run("FindsBodySubjectAndParticipantsNotUntrimmedText", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		id := store(ctx, t, b, 1, "Quarterly budget", mailstore.Available)
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{
+			StoredEmailID: id, Readable: true, Subject: "Quarterly budget",
+			Participants: []searchindex.Participant{{Role: "From", Address: "Alice@Example.test", Comparison: "ALICE@EXAMPLE.TEST", DisplayName: "Alice"}},
+			TextSource:   searchindex.SourcePlainText,
+			Text:         "the numbers look fine",
+			Untrimmed:    "the numbers look fine\n> older quoted zeppelin",
+		}))
+		require.Len(t, search(ctx, t, b, "numbers"), 1)
+		require.Len(t, search(ctx, t, b, "quarterly"), 1)
+		require.Len(t, search(ctx, t, b, "alice@example.test"), 1)
+		require.Empty(t, search(ctx, t, b, "zeppelin"), "trimmed quoted history is not indexed")
+		hits := search(ctx, t, b, "budget")
+		require.Equal(t, "Alice@Example.test", hits[0].From)
+
+		// A removed account's mail is not served.
+		hits, err := searchindex.Search(ctx, b.pool, searchindex.Query{Text: "budget", Accounts: []string{"someone-else"}, Configuration: "simple"})
+		require.NoError(t, err)
+		require.Empty(t, hits)
+	})
+
+	t.Run("EnvelopeDocumentNeverOverwritesARead", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		big := store(ctx, t, b, 2, "Huge scan attached", mailstore.ExceededSizeLimit)
+		require.NoError(t, searchindex.InsertEnvelopeDocument(ctx, b.pool, big))
+		require.Len(t, search(ctx, t, b, "scan"), 1)
+
+		id := store(ctx, t, b, 3, "Read once", mailstore.Available)
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{StoredEmailID: id, Readable: true,
+			Subject: "Read once", TextSource: searchindex.SourcePlainText, Text: "marmalade"}))
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{StoredEmailID: id, Readable: false, Failure: "Unparseable"}))
+		require.Len(t, search(ctx, t, b, "marmalade"), 1, "the body a readable run wrote is kept")
+	})
+
+	t.Run("StartupGateAndRebuild", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		id := store(ctx, t, b, 4, "Running shoes", mailstore.Available)
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{StoredEmailID: id, Readable: true,
+			Subject: "Running shoes", TextSource: searchindex.SourcePlainText, Text: "we were running"}))
+
+		compiled, err := searchindex.CompiledConfiguration(ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, "simple", compiled)
+		require.NoError(t, searchindex.CheckConfiguration(ctx, b.pool, "simple"))
+		err = searchindex.CheckConfiguration(ctx, b.pool, "english")
+		var mismatch *searchindex.ConfigurationMismatchError
+		require.ErrorAs(t, err, &mismatch)
+		require.Contains(t, err.Error(), `"english"`)
+		require.Contains(t, err.Error(), `"simple"`)
+		require.Contains(t, err.Error(), "mailfathom reindex-search")
+
+		require.NoError(t, searchindex.Rebuild(ctx, b.pool, "english"))
+		require.NoError(t, searchindex.CheckConfiguration(ctx, b.pool, "english"))
+		hits, err := searchindex.Search(ctx, b.pool, searchindex.Query{Text: "run", Accounts: []string{"primary"}, Configuration: "english"})
+		require.NoError(t, err)
+		require.Len(t, hits, 1, "english stems running to run")
+		require.Error(t, searchindex.Rebuild(ctx, b.pool, "klingon"))
+	})
+}

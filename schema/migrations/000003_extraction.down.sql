@@ -1,0 +1,21 @@
+DROP TABLE extraction_backfill_positions;
+DROP TABLE email_search_documents;
+DROP TABLE email_attachments;
+DROP TABLE email_participants;
+DROP INDEX ix_stored_emails_with_attachments;
+DROP INDEX ix_stored_emails_account_sent;
+DROP INDEX ix_stored_emails_references;
+DROP INDEX ix_stored_emails_message_id;
+ALTER TABLE stored_emails
+    DROP COLUMN extracted_at,
+    DROP COLUMN has_tnef,
+    DROP COLUMN has_unverified_signature,
+    DROP COLUMN has_encrypted_content,
+    DROP COLUMN inline_resource_count,
+    DROP COLUMN attachment_decoded_bytes,
+    DROP COLUMN attachment_count,
+    DROP COLUMN thread_references,
+    DROP COLUMN in_reply_to,
+    DROP COLUMN received_at,
+    DROP COLUMN mime_failure,
+    DROP COLUMN mime_readable;
