@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
@@ -91,6 +92,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,
 		MaxRawMimeBytes: cfg.Sync.MaxRawMimeBytes,
 		EarliestDate:    account.EarliestEmailReceivedDate,
+		Extraction:      extraction.LimitsFrom(cfg),
 	}, logger)
 	closeErr := sess.Close()
 	_ = river.RecordOutput(ctx, rep)
@@ -107,7 +109,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 
 func logReport(ctx context.Context, logger *slog.Logger, rep synchronizer.Report, err error) {
 	attrs := []any{
-		slog.Int("stored", rep.Stored), slog.Int("oversized", rep.Oversized),
+		slog.Int("stored", rep.Stored), slog.Int("unreadable", rep.Unreadable), slog.Int("oversized", rep.Oversized),
 		slog.Int("excluded_by_date", rep.ExcludedByDate), slog.Int("vanished", rep.Vanished),
 		slog.Int("batches", rep.Batches), slog.Int64("bytes", rep.Bytes),
 		slog.Int("recoveries", rep.Recoveries), slog.Duration("duration", rep.Duration),

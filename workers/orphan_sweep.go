@@ -20,9 +20,10 @@ const OrphanSweepInterval = 15 * time.Second
 // expected: the worker takes it within moments of starting.
 const orphanGrace = 20 * time.Second
 
-// OrphanSweepWorker requeues account runs and folder passes whose process
-// stopped while working them, so a crash costs seconds rather than River's
-// hour-long stuck-job threshold; see package liveness.
+// OrphanSweepWorker requeues account runs, folder passes and backfill
+// batches whose process stopped while working them, so a crash costs
+// seconds rather than River's hour-long stuck-job threshold; see package
+// liveness.
 type OrphanSweepWorker struct {
 	river.WorkerDefaults[jobs.OrphanSweep]
 	deps Dependencies
@@ -30,7 +31,7 @@ type OrphanSweepWorker struct {
 
 // Work implements river.Worker.
 func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[jobs.OrphanSweep]) error {
-	ids, err := liveness.Sweep(ctx, w.deps.Pool, []string{jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind()}, orphanGrace)
+	ids, err := liveness.Sweep(ctx, w.deps.Pool, []string{jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ExtractionBackfill{}.Kind()}, orphanGrace)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func (b *syncBundle) start(t *testing.T) {
 	client, err := jobqueue.NewClient(jobqueue.Config{
 		Pool:         b.pool,
 		Workers:      ws,
-		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2},
+		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1},
 		Logger:       logger,
 	})
 	require.NoError(t, err)
@@ -132,6 +132,8 @@ func (b *syncBundle) start(t *testing.T) {
 		b.stop = nil
 	}
 	_, err = workers.ScheduleConfiguredAccounts(context.Background(), deps, client)
+	require.NoError(t, err)
+	_, err = workers.ScheduleExtractionBackfill(context.Background(), deps, client)
 	require.NoError(t, err)
 }
 

@@ -68,6 +68,7 @@ func Register(ws *river.Workers, deps Dependencies) error {
 	river.AddWorker(ws, &AccountRunWorker{deps: deps})
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
 	river.AddWorker(ws, &OrphanSweepWorker{deps: deps})
+	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
 	return nil
 }
 

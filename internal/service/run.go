@@ -122,6 +122,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	logger.InfoContext(ctx, "synchronization scheduled", slog.Bool("enabled", cfg.Sync.Enabled),
 		slog.Int("accounts", len(cfg.Accounts)), slog.Int("runs_started", n))
+	if _, err := workers.ScheduleExtractionBackfill(ctx, deps, client); err != nil {
+		return err
+	}
 
 	routes := httpserver.Routes{
 		Ready:    readiness(pool),

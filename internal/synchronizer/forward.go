@@ -3,6 +3,11 @@
 // each occurrence's metadata and raw MIME idempotently, and advances the
 // checkpoint only to a UID the server's state proves safe.
 //
+// Each stored payload is read for its metadata and search document on the
+// spot (see package extraction), so enrichment costs no second fetch and no
+// second read of the database; an oversized message gets a document from
+// its envelope subject.
+//
 // It reads the mailbox through a read-only session (EXAMINE and BODY.PEEK
 // only; see imapx) and holds at most one MIME payload in memory at a time:
 // each body is written into an open transaction as soon as it is read, and
@@ -24,6 +29,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/mimex"
 )
 
 // Session is the part of a read-only IMAP session the forward pass uses.
@@ -60,11 +66,15 @@ type Limits struct {
 	// Recoveries bounds how many times one pass re-establishes a session
 	// that failed transiently before giving up. Default 2.
 	Recoveries int
+	// Extraction bounds the MIME reader that derives each stored message's
+	// metadata and search document from the payload just fetched.
+	Extraction mimex.Limits
 }
 
 // Report is what a pass did, in counts: no mail content.
 type Report struct {
 	Stored         int           `json:"stored"`
+	Unreadable     int           `json:"unreadable"`
 	Oversized      int           `json:"oversized"`
 	ExcludedByDate int           `json:"excluded_by_date"`
 	Vanished       int           `json:"vanished"`
@@ -207,6 +217,7 @@ func (p *pass) batchWithRecovery(ctx context.Context, batch []uint32) error {
 		err := p.batch(ctx, batch, &c)
 		if err == nil {
 			p.rep.Stored += c.stored
+			p.rep.Unreadable += c.unreadable
 			p.rep.Oversized += c.oversized
 			p.rep.Vanished += c.vanished
 			p.rep.Bytes += c.bytes
@@ -231,8 +242,8 @@ func (p *pass) batchWithRecovery(ctx context.Context, batch []uint32) error {
 // counts are one batch attempt's; they join the report only when the batch
 // is committed, so a retried batch is not counted twice.
 type counts struct {
-	stored, oversized, vanished int
-	bytes                       int64
+	stored, unreadable, oversized, vanished int
+	bytes                                   int64
 }
 
 func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
@@ -246,7 +257,7 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 	}
 	c.vanished = len(batch) - len(byUID)
 
-	w := &writer{db: p.db, groupMessages: p.lim.GroupMessages, groupBytes: p.lim.GroupBytes}
+	w := &writer{db: p.db, groupMessages: p.lim.GroupMessages, groupBytes: p.lim.GroupBytes, extraction: p.lim.Extraction}
 	defer w.rollback(ctx)
 
 	var fetch []uint32
@@ -277,7 +288,13 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 			}
 			c.stored++
 			c.bytes += int64(len(b.Raw))
-			return w.write(ctx, p.occurrence(m, b.Raw))
+			if err := w.write(ctx, p.occurrence(m, b.Raw)); err != nil {
+				return err
+			}
+			if !w.lastReadable {
+				c.unreadable++
+			}
+			return nil
 		})
 		if err != nil {
 			return err

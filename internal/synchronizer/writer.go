@@ -6,7 +6,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/mimex"
 )
 
 // writer writes occurrences into an open transaction, one statement each as
@@ -16,6 +19,11 @@ type writer struct {
 	db            DB
 	groupMessages int
 	groupBytes    int64
+	extraction    mimex.Limits
+
+	// lastReadable reports whether the last payload written was readable
+	// MIME.
+	lastReadable bool
 
 	tx       pgx.Tx
 	messages int
@@ -30,7 +38,17 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 		}
 		w.tx = tx
 	}
-	if _, err := mailstore.UpsertOccurrence(ctx, w.tx, o); err != nil {
+	id, err := mailstore.UpsertOccurrence(ctx, w.tx, o)
+	if err != nil {
+		return err
+	}
+	if o.Raw != nil {
+		rec := extraction.Record(id, o.Raw, w.extraction)
+		w.lastReadable = rec.Readable
+		if err := searchindex.Write(ctx, w.tx, rec); err != nil {
+			return err
+		}
+	} else if err := searchindex.InsertEnvelopeDocument(ctx, w.tx, id); err != nil {
 		return err
 	}
 	w.messages++

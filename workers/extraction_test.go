@@ -1,0 +1,122 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+)
+
+const quotedReply = "From: Alice <alice@example.test>\r\n" +
+	"To: Bob <bob@example.test>\r\n" +
+	"Subject: Platypus sightings\r\n" +
+	"Message-ID: <reply-1@example.test>\r\n" +
+	"Date: Mon, 02 Jun 2025 10:00:00 +0000\r\n" +
+	"MIME-Version: 1.0\r\n" +
+	"Content-Type: multipart/mixed; boundary=b1\r\n\r\n" +
+	"--b1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" +
+	"I counted eleven wombats near the river.\r\n\r\n" +
+	"On Sun, 1 Jun 2025, Bob wrote:\r\n> Did anyone see the zeppelin?\r\n> It was huge.\r\n" +
+	"--b1\r\nContent-Type: text/plain; name=notes.txt\r\nContent-Disposition: attachment; filename=notes.txt\r\n\r\n" +
+	"xylophone inventory\r\n" +
+	"--b1--\r\n"
+
+func TestExtractionAndSearch(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SyncedMailIsFoundByBodySubjectAndParticipant", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.user.Append("INBOX", []byte(quotedReply), time.Now())
+		b.user.Append("INBOX", mailgen.Message(12, 1, 3000), time.Now())
+		b.start(t)
+		b.waitIdle(t)
+
+		search := func(text string) []searchindex.Hit {
+			hits, err := searchindex.Search(context.Background(), b.pool, searchindex.Query{
+				Text: text, Accounts: []string{"primary"}, Configuration: "simple"})
+			require.NoError(t, err)
+			return hits
+		}
+		require.Len(t, search("wombats"), 1, "body words")
+		require.Len(t, search("platypus"), 1, "subject words")
+		require.Len(t, search("alice@example.test"), 1, "participant address")
+		require.Empty(t, search("zeppelin"), "words only in trimmed quoted history")
+		require.Empty(t, search("xylophone"), "words only inside an attachment")
+
+		var attachments int
+		var readable bool
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT attachment_count, mime_readable FROM stored_emails WHERE message_id = 'reply-1@example.test'`).Scan(&attachments, &readable))
+		require.Equal(t, 1, attachments)
+		require.True(t, readable)
+	})
+
+	t.Run("BackfillCompletesOlderMessagesThenStops", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
+		b.env["MAILFATHOM_BACKFILL_BATCH_SIZE"] = "3"
+		b.env["MAILFATHOM_BACKFILL_MAX_BATCHES_PER_RUN"] = "2"
+		b.env["MAILFATHOM_BACKFILL_INTERVAL"] = "1h"
+		ctx := context.Background()
+
+		// Stored the way a version without extraction stored them: content,
+		// no metadata, no search document.
+		accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
+		require.NoError(t, err)
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		var ids []uuid.UUID
+		for i := range 10 {
+			raw := mailgen.Message(13, i, 2000)
+			if i == 4 {
+				raw = []byte("Content-Type: multipart/mixed\r\n\r\nno boundary, so no reader can parse this\r\n")
+			}
+			id, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
+				UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available})
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		documents := func() int {
+			var n int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM email_search_documents`).Scan(&n))
+			return n
+		}
+
+		// One run: two batches of three, then it yields for the interval.
+		b.start(t)
+		b.waitIdle(t)
+		require.Equal(t, 6, documents())
+		var position uuid.UUID
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_stored_email_id FROM extraction_backfill_positions`).Scan(&position))
+		require.Equal(t, ids[5], position)
+
+		// A restart (as after a crash) resumes from the committed position.
+		b.start(t)
+		_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'extraction_backfill' AND state = 'scheduled'`)
+		require.NoError(t, err)
+		b.waitIdle(t)
+		require.Equal(t, 10, documents())
+		var unreadable int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE mime_readable = false AND mime_failure = 'Unparseable'`).Scan(&unreadable))
+		require.Equal(t, 1, unreadable, "an unreadable message is stepped over, not retried forever")
+
+		// Nothing is left: the last batch found no work and ended the walk.
+		require.Eventually(t, func() bool {
+			var pending int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'extraction_backfill'
+				AND state IN ('available', 'scheduled', 'retryable', 'running')`).Scan(&pending))
+			return pending == 0
+		}, 10*time.Second, 50*time.Millisecond)
+	})
+}
