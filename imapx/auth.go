@@ -7,31 +7,58 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
-// This file is the whole authentication step, kept apart so that the
-// configured SASL allow-list (PermittedAuthenticationMechanisms) and its
-// narrowing can replace it without touching the session.
+// This file is the whole authentication step. The server's advertised
+// mechanisms are narrowed to the account's allow-list and the strongest
+// implemented survivor is used, whatever the configured order; the LOGIN
+// command is the fallback only where the allow-list already permits clear
+// text (see internal/sasl). Nothing is retried here: a rejected credential
+// repeated against a mail server is how an account gets locked.
 //
-// Today it uses AUTHENTICATE PLAIN when the server advertises AUTH=PLAIN and
-// the LOGIN command otherwise, and refuses when the server advertises
-// LOGINDISABLED without AUTH=PLAIN.
-//
-// The password is resolved for this connection only and zeroed once it has
-// been sent. Two copies stay outside this package's reach until the garbage
-// collector reuses their memory: go-imap encodes the PLAIN response as a
-// base64 string, and the LOGIN command takes the password as a string.
+// The password is resolved for this connection only, after the mechanism is
+// chosen (so an unavailable mechanism never reads it), and zeroed once it
+// has been sent. Copies made by libraries that take strings (go-imap's
+// base64 encoding, go-sasl's PLAIN and LOGIN, the LOGIN command) stay
+// outside this package's reach until the garbage collector reuses them;
+// PLAIN uses this package's own client, which builds its response in a
+// slice it zeroes.
 
-// authenticate logs c in as ep.Username. A rejected credential is an
-// *AuthenticationError.
-func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint) error {
+// defaultPermitted is configuration's default allow-list.
+var defaultPermitted = []config.AuthenticationMechanism{config.Plain, config.Login}
+
+// authenticate logs c in as ep.Username over a connection that is
+// encrypted or not. A rejected credential is an *AuthenticationError; no
+// usable mechanism is a *sasl.MechanismUnavailableError.
+func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encrypted bool) error {
 	caps := c.Caps()
 	if caps == nil {
 		return &TransportError{Op: "CAPABILITY", Err: errConnectionUnusable}
 	}
-	usePlain := caps.Has(imap.Cap("AUTH=PLAIN"))
-	if !usePlain && caps.Has(imap.CapLoginDisabled) {
-		return ErrLoginDisabled
+	permitted := ep.PermittedMechanisms
+	if len(permitted) == 0 {
+		permitted = defaultPermitted
+	}
+	security := ep.Security
+	if security == "" {
+		security = TLSOnConnect
+	}
+	choice, err := sasl.Situation{
+		Permitted:                     permitted,
+		Advertised:                    caps.AuthMechanisms(),
+		LoginDisabled:                 caps.Has(imap.CapLoginDisabled),
+		Security:                      config.ConnectionSecurity(security),
+		AllowClearTextOverUnencrypted: ep.AllowClearTextOverUnencrypted,
+		Encrypted:                     encrypted,
+	}.Choose()
+	if err != nil {
+		if caps.Has(imap.CapLoginDisabled) {
+			return fmt.Errorf("%w (%w)", err, ErrLoginDisabled)
+		}
+		return err
 	}
 	if ep.Password == nil {
 		return errors.New("imapx: the endpoint has no password source")
@@ -48,13 +75,21 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint) error 
 	}
 
 	mechanism := "LOGIN"
-	if usePlain {
+	switch {
+	case choice.LoginCommand:
+		err = c.Login(ep.Username, string(password)).Wait()
+	case choice.Mechanism == config.Plain:
 		mechanism = "PLAIN"
 		pc := &plainClient{username: ep.Username, password: password}
 		err = c.Authenticate(pc)
 		pc.wipe()
-	} else {
-		err = c.Login(ep.Username, string(password)).Wait()
+	default:
+		mechanism = string(choice.Mechanism)
+		client, cerr := sasl.NewClient(choice.Mechanism, sasl.Credentials{Username: ep.Username, Password: password})
+		if cerr != nil {
+			return cerr
+		}
+		err = sasl.Authenticate(c, client)
 	}
 	if err == nil {
 		return nil
@@ -65,6 +100,11 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint) error 
 			return &AuthenticationError{Mechanism: mechanism, Code: string(imapErr.Code)}
 		}
 		return &CommandError{Command: authCommand(mechanism), Status: string(imapErr.Type), Code: string(imapErr.Code)}
+	}
+	if errors.Is(err, sasl.ErrServerNotVerified) || errors.Is(err, sasl.ErrServerSignatureMismatch) {
+		// The server did not prove it knows the password: never use the
+		// session, never retry into a weaker mechanism.
+		return &AuthenticationError{Mechanism: mechanism, Code: "ServerNotVerified"}
 	}
 	return &TransportError{Op: authCommand(mechanism), Err: err}
 }

@@ -19,7 +19,9 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
 	"github.com/emersion/go-message/charset"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
 // conn is one IMAP connection of a session.
@@ -196,7 +198,11 @@ func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (_ *conn, _ ima
 		stream, cn.tls = s, upgraded
 	}
 
-	cn.client = imapclient.New(stream, clientOpts)
+	// go-imap beta.8 sends an empty SASL response as "=", which Dovecot
+	// refuses; SCRAM's final response is empty. The fix applies only until
+	// authentication is done.
+	fix := sasl.FixEmptyResponses(stream)
+	cn.client = imapclient.New(fix, clientOpts)
 	if err := cn.client.WaitGreeting(); err != nil {
 		var imapErr *imap.Error
 		if errors.As(err, &imapErr) {
@@ -205,10 +211,11 @@ func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (_ *conn, _ ima
 		return nil, nil, &TransportError{Op: "greeting", Err: err}
 	}
 	if cn.client.State() == imap.ConnStateNotAuthenticated {
-		if err := authenticate(ctx, cn.client, ep); err != nil {
+		if err := authenticate(ctx, cn.client, ep, cn.tls); err != nil {
 			return nil, nil, err
 		}
 	}
+	fix.Stop()
 	caps := cn.client.Caps()
 	if caps == nil {
 		return nil, nil, &TransportError{Op: "CAPABILITY", Err: errConnectionUnusable}

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/mailfathom/mailfathom/internal/config"
 )
 
 // ConnectionSecurity is how a connection to the IMAP server is protected. The
@@ -48,6 +50,12 @@ type Endpoint struct {
 	// the session zeroes the returned slice as soon as the credential has
 	// been sent, so it must return a slice the caller no longer needs.
 	Password func(ctx context.Context) ([]byte, error)
+	// PermittedMechanisms is the account's SASL allow-list; empty means
+	// PLAIN and LOGIN, configuration's default. Its order is ignored.
+	PermittedMechanisms []config.AuthenticationMechanism
+	// AllowClearTextOverUnencrypted is the account's
+	// AllowClearTextAuthenticationOverUnencryptedConnection opt-in.
+	AllowClearTextOverUnencrypted bool
 	// Dial opens the TCP connection. Nil means a net.Dialer. Tests use it to
 	// route through faultproxy or to record the bytes a session sends.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)

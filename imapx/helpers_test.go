@@ -88,6 +88,9 @@ func (b *testBundle) endpoint(sec imapx.ConnectionSecurity) imapx.Endpoint {
 			b.passwordCalls.inc()
 			return []byte(password), nil
 		},
+		// The plain-listener tests exercise the modes that can stay
+		// unencrypted, which the policy only allows with this opt-in.
+		AllowClearTextOverUnencrypted: true,
 	}
 }
 

@@ -51,6 +51,9 @@ func Endpoint(ctx context.Context, a config.Account, resolver *secret.Resolver) 
 		Security:  imapx.ConnectionSecurity(a.TransportSecurity.ConnectionSecurity),
 		Username:  a.Username,
 		Password:  func(ctx context.Context) ([]byte, error) { return resolver.Resolve(ctx, a.Password) },
+
+		PermittedMechanisms:           a.TransportSecurity.PermittedAuthenticationMechanisms,
+		AllowClearTextOverUnencrypted: a.TransportSecurity.AllowClearTextAuthenticationOverUnencryptedConnection,
 	}
 	if a.TransportSecurity.CertificateTrust == config.AdditionalTrustedAuthority {
 		pool, err := loadAnchor(ctx, resolver, a.TransportSecurity.TrustedCertificateAuthority)
