@@ -125,3 +125,24 @@ func TestUnknownCommand(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "usage")
 }
+
+func TestUnloadableTrustAnchorFailsStartup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "imap")
+	anchor := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(pw, []byte(sentinel), 0o600))
+	require.NoError(t, os.WriteFile(anchor, []byte("not a certificate "+sentinel), 0o600))
+	code, stdout, stderr := runCmd(t, []string{
+		"MAILFATHOM_ACCOUNTS_0_ID=primary",
+		"MAILFATHOM_ACCOUNTS_0_HOST=imap.example.test",
+		"MAILFATHOM_ACCOUNTS_0_USERNAME=user",
+		"MAILFATHOM_ACCOUNTS_0_PASSWORD=file:" + pw,
+		"MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST=AdditionalTrustedAuthority",
+		"MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY=file:" + anchor,
+	}, "check-config")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY")
+	require.Contains(t, stderr, "[EncodingNotRecognized]")
+	require.NotContains(t, stdout+stderr, sentinel)
+}

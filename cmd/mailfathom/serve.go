@@ -14,17 +14,25 @@ import (
 // loadConfig loads and validates the environment and resolves every secret
 // reference once, reporting all problems together on stderr.
 func loadConfig(ctx context.Context, environ []string, stderr io.Writer) (*config.Config, *secret.Resolver, bool) {
+	cfg, resolver, _, ok := loadConfigAndAnchors(ctx, environ, stderr)
+	return cfg, resolver, ok
+}
+
+// loadConfigAndAnchors is loadConfig that also returns the trust anchors
+// startup loaded, for serve to log.
+func loadConfigAndAnchors(ctx context.Context, environ []string, stderr io.Writer) (*config.Config, *secret.Resolver, []service.LoadedAnchor, bool) {
 	cfg, err := config.Load(environ)
 	if err != nil {
 		fmt.Fprintf(stderr, "mailfathom: invalid configuration:\n%v\n", err)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	resolver := &secret.Resolver{}
-	if err := service.CheckSecrets(ctx, cfg, resolver); err != nil {
+	anchors, err := service.CheckSecrets(ctx, cfg, resolver)
+	if err != nil {
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return cfg, resolver, true
+	return cfg, resolver, anchors, true
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -36,12 +44,16 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 }
 
 func serve(ctx context.Context, environ []string, stdout, stderr io.Writer) int {
-	cfg, resolver, ok := loadConfig(ctx, environ, stderr)
+	cfg, resolver, anchors, ok := loadConfigAndAnchors(ctx, environ, stderr)
 	if !ok {
 		return 1
 	}
 	opts := service.OptionsFromConfig(cfg, resolver)
 	opts.Logger = newLogger(cfg, stderr)
+	for _, a := range anchors {
+		opts.Logger.Info("loaded trust anchor", slog.String("account", a.AccountID),
+			slog.String("subject", a.Subject), slog.String("sha256_fingerprint", a.Fingerprint))
+	}
 	opts.Console = stdout
 	if err := service.Run(ctx, opts); err != nil {
 		opts.Logger.Error("mailfathom stopped with an error", slog.String("error", err.Error()))

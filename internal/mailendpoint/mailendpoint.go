@@ -9,19 +9,13 @@ package mailendpoint
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"strings"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/secret"
+	"github.com/mailfathom/mailfathom/internal/trustanchor"
 )
-
-// ErrTrustAnchorNotLoadable reports a configured trust anchor whose material
-// holds no PEM certificate. The message names no path and no material.
-var ErrTrustAnchorNotLoadable = errors.New("mailendpoint: the trusted certificate authority holds no PEM certificate [MaterialNotReadable]")
 
 // AccountKey is the normalized account identifier the database keys an
 // account by: trimmed and lower-cased, so recasing an identifier in
@@ -41,8 +35,9 @@ func Find(cfg *config.Config, id string) (config.Account, bool) {
 }
 
 // Endpoint builds the endpoint of account a. With AdditionalTrustedAuthority
-// the anchor is read through resolver each time the endpoint's TLS
-// configuration is asked for, that is once per connection.
+// the anchor is loaded through resolver now, that is once per work unit, so
+// a replaced anchor file is used by the next run without a restart; it is
+// the only root the server's chain is validated against.
 func Endpoint(ctx context.Context, a config.Account, resolver *secret.Resolver) (imapx.Endpoint, error) {
 	ep := imapx.Endpoint{
 		AccountID: a.ID,
@@ -56,26 +51,24 @@ func Endpoint(ctx context.Context, a config.Account, resolver *secret.Resolver) 
 		AllowClearTextOverUnencrypted: a.TransportSecurity.AllowClearTextAuthenticationOverUnencryptedConnection,
 	}
 	if a.TransportSecurity.CertificateTrust == config.AdditionalTrustedAuthority {
-		pool, err := loadAnchor(ctx, resolver, a.TransportSecurity.TrustedCertificateAuthority)
+		anchor, err := LoadAnchor(ctx, a, resolver)
 		if err != nil {
 			return imapx.Endpoint{}, err
 		}
-		ep.TLSConfig = &tls.Config{ServerName: a.Host, RootCAs: pool, MinVersion: tls.VersionTLS12}
+		ep.TLSConfig = anchor.TLSConfig(a.Host)
 	}
 	return ep, nil
 }
 
-// loadAnchor reads PEM certificates into a pool that holds only them: the
-// configured authority is the sole root, never added to the system's.
-func loadAnchor(ctx context.Context, resolver *secret.Resolver, ref secret.Reference) (*x509.CertPool, error) {
-	material, err := resolver.Resolve(ctx, ref)
-	if err != nil {
-		return nil, err
+// LoadAnchor loads the account's additional trusted authority, resolving
+// its material (and a bundle's password) afresh. Failures are
+// *trustanchor.LoadError, named, without material.
+func LoadAnchor(ctx context.Context, a config.Account, resolver *secret.Resolver) (*trustanchor.Anchor, error) {
+	ts := a.TransportSecurity
+	var password *secret.Reference
+	if !ts.TrustedCertificateAuthorityPassword.IsZero() {
+		pw := ts.TrustedCertificateAuthorityPassword
+		password = &pw
 	}
-	defer clear(material)
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(material) {
-		return nil, ErrTrustAnchorNotLoadable
-	}
-	return pool, nil
+	return trustanchor.Load(ctx, resolver, trustanchor.FromReference(ts.TrustedCertificateAuthority), password, trustanchor.ReferenceOnly)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -22,11 +23,18 @@ func (e *SecretsError) Error() string {
 	return "secret references that do not resolve:\n" + strings.Join(e.Problems, "\n")
 }
 
-// CheckSecrets resolves every secret reference in cfg once and reports all
-// failures together. It is run before anything starts, so no run ever
-// begins against a reference that cannot resolve; the material read here is
-// wiped at once, and every later use resolves again.
-func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Resolver) error {
+// LoadedAnchor is a trust anchor startup loaded: public facts only.
+type LoadedAnchor struct {
+	AccountID, Subject, Fingerprint string
+}
+
+// CheckSecrets resolves every secret reference in cfg once, loads every
+// configured trust anchor, and reports all failures together. It is run
+// before anything starts, so no run ever begins against a reference that
+// cannot resolve or an anchor that does not load; the material read here is
+// wiped at once, and every later use resolves again. Accounts are checked
+// whether or not synchronization is enabled.
+func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Resolver) ([]LoadedAnchor, error) {
 	var problems []string
 	for _, ref := range cfg.SecretReferences() {
 		material, err := resolver.Resolve(ctx, ref.Ref)
@@ -40,10 +48,24 @@ func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Reso
 			problems = append(problems, fmt.Sprintf("%s: the secret reference does not resolve [%s]", ref.Variable, failure))
 		}
 	}
-	if len(problems) > 0 {
-		return &SecretsError{Problems: problems}
+	var anchors []LoadedAnchor
+	for i, a := range cfg.Accounts {
+		if a.TransportSecurity.CertificateTrust != config.AdditionalTrustedAuthority {
+			continue
+		}
+		anchor, err := mailendpoint.LoadAnchor(ctx, a, resolver)
+		if err != nil {
+			// A *trustanchor.LoadError names its failure in brackets and
+			// carries no material.
+			problems = append(problems, fmt.Sprintf("%sACCOUNTS_%d_TRUSTED_CERTIFICATE_AUTHORITY: %v", config.Prefix, i, err))
+			continue
+		}
+		anchors = append(anchors, LoadedAnchor{AccountID: a.ID, Subject: anchor.Subject(), Fingerprint: anchor.Fingerprint()})
 	}
-	return nil
+	if len(problems) > 0 {
+		return nil, &SecretsError{Problems: problems}
+	}
+	return anchors, nil
 }
 
 // OptionsFromConfig maps a validated configuration onto Run's options. The
