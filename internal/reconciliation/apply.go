@@ -1,0 +1,139 @@
+package reconciliation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Disposition is what happens locally to mail the server no longer holds.
+type Disposition string
+
+// The dispositions, by their configuration names.
+const (
+	// RetainTombstone keeps the row and records when the disappearance was
+	// observed; every mailbox query excludes it from then on.
+	RetainTombstone Disposition = "RetainTombstone"
+	// EraseLocalCopy removes the row, and with it (ON DELETE CASCADE) the
+	// raw MIME, the search document, participants and attachments.
+	EraseLocalCopy Disposition = "EraseLocalCopy"
+)
+
+// Answer is what the server said about a window's UIDs.
+type Answer struct {
+	// Present are the UIDs that still exist.
+	Present map[uint32]bool
+	// Flags are the UIDs the server described, with their flags. A UID
+	// present but not described keeps its stored flags.
+	Flags map[uint32][]string
+}
+
+// Result counts what Apply did.
+type Result struct {
+	Refreshed  int `json:"refreshed"`
+	Confirmed  int `json:"confirmed"`
+	Tombstoned int `json:"tombstoned"`
+	Erased     int `json:"erased"`
+	// Superseded are the window's rows another writer observed after the
+	// window was taken: its answer supersedes this one, deletion included.
+	Superseded int `json:"superseded"`
+}
+
+// Gone is the number of disappearances this pass acted on.
+func (r Result) Gone() int { return r.Tombstoned + r.Erased }
+
+type item struct {
+	ID    uuid.UUID `json:"id"`
+	Kind  string    `json:"kind"`
+	Flags []string  `json:"flags"`
+}
+
+// Apply writes the answer for window w in one statement. Every write is
+// idempotent and none moves state backwards: a tombstone keeps the time it
+// was first observed, a row already erased is not an error, and a row whose
+// stored observation is newer than the window is left alone entirely, so
+// replaying a window after a commit conflict is safe.
+func Apply(ctx context.Context, q Querier, w Window, a Answer, d Disposition) (Result, error) {
+	if d != RetainTombstone && d != EraseLocalCopy {
+		return Result{}, fmt.Errorf("reconciliation: unknown disposition %q", d)
+	}
+	items := make([]item, 0, len(w.Entries))
+	for _, e := range w.Entries {
+		switch flags, described := a.Flags[e.UID]; {
+		case described:
+			if flags == nil {
+				flags = []string{}
+			}
+			items = append(items, item{ID: e.ID, Kind: "flags", Flags: flags})
+		case a.Present[e.UID]:
+			items = append(items, item{ID: e.ID, Kind: "present"})
+		default:
+			items = append(items, item{ID: e.ID, Kind: "gone"})
+		}
+	}
+	if len(items) == 0 {
+		return Result{}, nil
+	}
+	input, err := json.Marshal(items)
+	if err != nil {
+		return Result{}, fmt.Errorf("reconciliation: encode answer: %w", err)
+	}
+	var r Result
+	err = q.QueryRow(ctx, `
+		WITH input AS (
+			SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, kind text, flags text[])
+		),
+		current AS (
+			SELECT e.id, i.kind, i.flags
+			FROM input i JOIN stored_emails e ON e.id = i.id
+			WHERE e.remote_expunge_observed_at IS NULL
+			  AND (e.remote_flags_observed_at IS NULL OR e.remote_flags_observed_at <= $3)
+		),
+		refreshed AS (
+			UPDATE stored_emails e SET remote_flags = c.flags, remote_flags_observed_at = $2, updated_at = $2
+			FROM current c WHERE e.id = c.id AND c.kind = 'flags'
+			RETURNING e.id
+		),
+		confirmed AS (
+			UPDATE stored_emails e SET remote_flags_observed_at = $2
+			FROM current c WHERE e.id = c.id AND c.kind = 'present'
+			RETURNING e.id
+		),
+		tombstoned AS (
+			UPDATE stored_emails e SET remote_expunge_observed_at = $2, updated_at = $2
+			FROM current c WHERE e.id = c.id AND c.kind = 'gone' AND $4 = 'RetainTombstone'
+			RETURNING e.id
+		),
+		erased AS (
+			DELETE FROM stored_emails e USING current c
+			WHERE e.id = c.id AND c.kind = 'gone' AND $4 = 'EraseLocalCopy'
+			RETURNING e.id
+		)
+		SELECT (SELECT count(*) FROM refreshed), (SELECT count(*) FROM confirmed),
+		       (SELECT count(*) FROM tombstoned), (SELECT count(*) FROM erased),
+		       (SELECT count(*) FROM input) - (SELECT count(*) FROM current)`,
+		input, time.Now(), w.TakenAt, string(d)).Scan(&r.Refreshed, &r.Confirmed, &r.Tombstoned, &r.Erased, &r.Superseded)
+	if err != nil {
+		return Result{}, fmt.Errorf("reconciliation: apply the answer: %w", err)
+	}
+	return r, nil
+}
+
+// RecordModSeq records on the folder's checkpoint the modification sequence
+// a pass covered the folder through. Only a pass whose window exhausted the
+// folder's queue may call it; the sequence belongs to the checkpoint's
+// UIDVALIDITY and is never written under another.
+func RecordModSeq(ctx context.Context, q Querier, folderID int64, uidValidity uint32, modSeq uint64) error {
+	if modSeq == 0 || modSeq > 1<<63-1 {
+		return nil
+	}
+	_, err := q.Exec(ctx, `UPDATE synchronization_checkpoints SET highest_modseq = $3
+		WHERE mail_folder_id = $1 AND uid_validity = $2`, folderID, int64(uidValidity), int64(modSeq))
+	if err != nil {
+		return fmt.Errorf("reconciliation: record the modification sequence: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package reconciliation_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/reconciliation"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestReconciliation(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		pool    *pgxpool.Pool
+		binding mailstore.Binding
+		ids     map[uint32]uuid.UUID
+	}
+
+	// setup stores n occurrences (UIDs 1..n, UIDVALIDITY 7) with content.
+	setup := func(t *testing.T, n int) (context.Context, *testBundle) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		t.Cleanup(cancel)
+		pool := dbtest.Pool(t)
+		accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+		require.NoError(t, err)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		b, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		ids := map[uint32]uuid.UUID{}
+		for uid := uint32(1); uid <= uint32(n); uid++ {
+			id, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: b.ID,
+				UIDValidity: 7, UID: uid, Size: 5, Raw: []byte("x: y\r\n\r\nz"), Availability: mailstore.Available})
+			require.NoError(t, err)
+			ids[uid] = id
+		}
+		return ctx, &testBundle{pool: pool, binding: b, ids: ids}
+	}
+
+	// answer builds a server answer: every UID present unless gone, flags
+	// described for the listed ones.
+	answer := func(w reconciliation.Window, gone []uint32, flags map[uint32][]string) reconciliation.Answer {
+		a := reconciliation.Answer{Present: map[uint32]bool{}, Flags: flags}
+		isGone := map[uint32]bool{}
+		for _, u := range gone {
+			isGone[u] = true
+		}
+		for _, u := range w.UIDs() {
+			if !isGone[u] {
+				a.Present[u] = true
+			}
+		}
+		return a
+	}
+
+	t.Run("WindowReservesHalfForObservedMailOnlyAsFarAsThereIsSome", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 30)
+
+		// A first pass: nothing observed yet, the whole window goes to
+		// never-observed mail in UID order.
+		w, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 10)
+		require.NoError(t, err)
+		require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, w.UIDs())
+		require.False(t, w.Exhausted)
+		_, err = reconciliation.Apply(ctx, b.pool, w, answer(w, nil, nil), reconciliation.RetainTombstone)
+		require.NoError(t, err)
+
+		// Now 10 observed, 20 never observed: half and half.
+		w, err = reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 10)
+		require.NoError(t, err)
+		require.Equal(t, 5, w.Observed)
+		require.Equal(t, 5, w.NeverObserved)
+		require.Equal(t, []uint32{1, 2, 3, 4, 5, 11, 12, 13, 14, 15}, w.UIDs())
+
+		// A different UIDVALIDITY selects nothing: it can never delete.
+		other, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 8, 10)
+		require.NoError(t, err)
+		require.Empty(t, other.Entries)
+	})
+
+	t.Run("ApplyRefreshesConfirmsAndTombstones", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 6)
+		w, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 500)
+		require.NoError(t, err)
+		require.True(t, w.Exhausted)
+
+		r, err := reconciliation.Apply(ctx, b.pool, w, answer(w, []uint32{2, 5}, map[uint32][]string{1: {`\Seen`, `\Flagged`}, 3: {}}),
+			reconciliation.RetainTombstone)
+		require.NoError(t, err)
+		require.Equal(t, reconciliation.Result{Refreshed: 2, Confirmed: 2, Tombstoned: 2}, r)
+
+		var flags []string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_flags FROM stored_emails WHERE id = $1`, b.ids[1]).Scan(&flags))
+		require.Equal(t, []string{`\Seen`, `\Flagged`}, flags)
+		var tombstone time.Time
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_expunge_observed_at FROM stored_emails WHERE id = $1`, b.ids[2]).Scan(&tombstone))
+
+		// Replaying the same window changes nothing: every row was observed
+		// after the window was taken.
+		again, err := reconciliation.Apply(ctx, b.pool, w, answer(w, []uint32{1, 2, 3, 4, 5, 6}, nil), reconciliation.EraseLocalCopy)
+		require.NoError(t, err)
+		require.Equal(t, reconciliation.Result{Superseded: 6}, again)
+		var rows int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails`).Scan(&rows))
+		require.Equal(t, 6, rows)
+		var still time.Time
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_expunge_observed_at FROM stored_emails WHERE id = $1`, b.ids[2]).Scan(&still))
+		require.Equal(t, tombstone, still, "a tombstone keeps the time it was first observed")
+
+		// Tombstoned mail is outside every later window.
+		w, err = reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 500)
+		require.NoError(t, err)
+		require.Len(t, w.Entries, 4)
+	})
+
+	t.Run("EraseRemovesTheLocalCopyAndWhatHangsOffIt", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 3)
+		w, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 500)
+		require.NoError(t, err)
+		r, err := reconciliation.Apply(ctx, b.pool, w, answer(w, []uint32{2}, nil), reconciliation.EraseLocalCopy)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Erased)
+		var emails, contents int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM stored_emails), (SELECT count(*) FROM email_message_contents)`).Scan(&emails, &contents))
+		require.Equal(t, 2, emails)
+		require.Equal(t, 2, contents)
+	})
+
+	t.Run("BothWindowQueriesUseAnIndexWithoutSorting", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 1)
+		// Enough rows that the planner prefers the index.
+		_, err := b.pool.Exec(ctx, `
+			INSERT INTO stored_emails (id, mailbox_account_id, mail_folder_id, uid_validity, uid, content_availability, remote_flags_observed_at)
+			SELECT gen_random_uuid(), $1, $2, 7, g, 'NotFetched', CASE WHEN g % 2 = 0 THEN now() - g * interval '1 second' END
+			FROM generate_series(2, 50000) g`, b.binding.AccountID, b.binding.ID)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(ctx, `ANALYZE stored_emails`)
+		require.NoError(t, err)
+		for _, q := range []string{
+			`SELECT id, uid FROM stored_emails WHERE mail_folder_id = %d AND uid_validity = 7
+			   AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NOT NULL
+			 ORDER BY remote_flags_observed_at, uid LIMIT 250`,
+			`SELECT id, uid FROM stored_emails WHERE mail_folder_id = %d AND uid_validity = 7
+			   AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
+			 ORDER BY uid LIMIT 250`,
+		} {
+			var plan strings.Builder
+			rows, err := b.pool.Query(ctx, "EXPLAIN "+fmt.Sprintf(q, b.binding.ID))
+			require.NoError(t, err)
+			for rows.Next() {
+				var line string
+				require.NoError(t, rows.Scan(&line))
+				plan.WriteString(line + "\n")
+			}
+			require.NoError(t, rows.Err())
+			require.Contains(t, plan.String(), "Index", plan.String())
+			require.NotContains(t, plan.String(), "Sort", plan.String())
+		}
+	})
+}

@@ -1,0 +1,136 @@
+// Package reconciliation is the database side of the backward pass: it
+// chooses the bounded window of stored mail a pass asks the server about,
+// and applies the server's answer — refreshed flags, confirmed existence,
+// and disappearances, which the account's disposition turns into
+// tombstones or erased local copies.
+//
+// There is no cursor. The window is the front of the folder's
+// reconciliation queue (oldest flag observation first), and writing an
+// observation moves a row to the back, so the pass advances by doing its
+// work and an interrupted pass resumes rather than restarts or skips.
+package reconciliation
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier is what the package runs on: a pool, a connection or a
+// transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Entry is one stored occurrence in a window.
+type Entry struct {
+	ID  uuid.UUID
+	UID uint32
+}
+
+// Window is the occurrences one pass asks about.
+type Window struct {
+	Entries []Entry
+	// Observed and NeverObserved count the two groups.
+	Observed, NeverObserved int
+	// Exhausted reports that the window holds the folder's whole queue:
+	// both groups came back shorter than what was asked. Only a pass over
+	// an exhausted window may record the folder's modification sequence.
+	Exhausted bool
+	// TakenAt is when the window was read; an occurrence observed after it
+	// by another writer is left alone when the answer is applied.
+	TakenAt time.Time
+}
+
+// UIDs returns the window's UIDs, ascending.
+func (w Window) UIDs() []uint32 {
+	uids := make([]uint32, len(w.Entries))
+	for i, e := range w.Entries {
+		uids[i] = e.UID
+	}
+	return uids
+}
+
+// SelectWindow reads at most size occurrences of folderID under
+// uidValidity — the UIDVALIDITY the open session reports, so mail of an
+// abandoned UID space falls outside every window and can never be reported
+// missing — excluding tombstoned ones. Half the window is reserved for mail
+// observed before, oldest observation first, and only as much of the
+// reserve as there is such mail; the rest goes to never-observed mail in
+// UID order. Each group is one query served by an index scan with no sort
+// step (ix_stored_emails_reconciliation_queue, ix_stored_emails_never_observed).
+func SelectWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (Window, error) {
+	if size < 1 {
+		return Window{}, fmt.Errorf("reconciliation: window size %d", size)
+	}
+	w := Window{TakenAt: time.Now()}
+	reserve := size / 2
+	observed, err := selectObserved(ctx, q, folderID, uidValidity, reserve)
+	if err != nil {
+		return Window{}, err
+	}
+	never, err := selectNever(ctx, q, folderID, uidValidity, size-len(observed))
+	if err != nil {
+		return Window{}, err
+	}
+	observedShort := len(observed) < reserve
+	if !observedShort && len(never) < size-len(observed) {
+		// Fewer never-observed than their share: the window's rest goes
+		// back to the observed group.
+		if observed, err = selectObserved(ctx, q, folderID, uidValidity, size-len(never)); err != nil {
+			return Window{}, err
+		}
+		observedShort = len(observed) < size-len(never)
+	}
+	w.Observed, w.NeverObserved = len(observed), len(never)
+	w.Entries = append(observed, never...)
+	w.Exhausted = observedShort && len(never) < size-w.Observed
+	return w, nil
+}
+
+func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]Entry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return collect(q.Query(ctx, `
+		SELECT id, uid FROM stored_emails
+		WHERE mail_folder_id = $1 AND uid_validity = $2
+		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NOT NULL
+		ORDER BY remote_flags_observed_at, uid
+		LIMIT $3`, folderID, int64(uidValidity), limit))
+}
+
+func selectNever(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]Entry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return collect(q.Query(ctx, `
+		SELECT id, uid FROM stored_emails
+		WHERE mail_folder_id = $1 AND uid_validity = $2
+		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
+		ORDER BY uid
+		LIMIT $3`, folderID, int64(uidValidity), limit))
+}
+
+func collect(rows pgx.Rows, err error) ([]Entry, error) {
+	if err != nil {
+		return nil, fmt.Errorf("reconciliation: select window: %w", err)
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		var uid int64
+		err := r.Scan(&e.ID, &uid)
+		e.UID = uint32(uid)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconciliation: select window: %w", err)
+	}
+	return entries, nil
+}

@@ -1,0 +1,2 @@
+DROP INDEX ix_stored_emails_never_observed;
+DROP INDEX ix_stored_emails_reconciliation_queue;
