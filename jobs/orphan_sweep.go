@@ -10,8 +10,11 @@ type OrphanSweep struct{}
 // Kind implements river.JobArgs.
 func (OrphanSweep) Kind() string { return "orphan_sweep" }
 
-// InsertOpts implements river.JobArgsWithInsertOpts: one sweep at a time
-// is enough, and a failed one is simply replaced by the next.
+// InsertOpts implements river.JobArgsWithInsertOpts. A failed sweep is
+// simply replaced by the next one; sweeps are not unique (River's unique
+// states include completed, which would skip every sweep after the first
+// for as long as the completed row is retained), and two overlapping
+// sweeps are harmless: each skips the rows the other locked.
 func (OrphanSweep) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueAccounts, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: QueueAccounts, MaxAttempts: 1}
 }

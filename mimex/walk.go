@@ -338,7 +338,12 @@ func (w *walker) leaf(h textproto.Header, ct headerParams, body io.Reader, pos p
 		return nil
 	}
 
-	size := w.measure(decodeTransfer(cte, body))
+	var size int64
+	if cte == "base64" {
+		size = w.measureBase64(body)
+	} else {
+		size = w.measure(decodeTransfer(cte, body))
+	}
 	w.cands = append(w.cands, candidate{
 		mediaType:   mt,
 		disposition: disp.value,
@@ -388,6 +393,28 @@ func (w *walker) measure(r io.Reader) int64 {
 	c := &counter{buf: w.buf}
 	_, _ = io.Copy(c, r)
 	return c.n
+}
+
+// measureBase64 counts the octets a base64 body decodes to without decoding
+// it: the body streams through once, every four characters of the alphabet
+// carry three octets, characters outside the alphabet are skipped as the
+// decoder skips them, and padding ends the data. For a well-formed body the
+// count equals what decoding would produce; decoding attachments only to
+// count them was a fifth of the extraction's CPU.
+func (w *walker) measureBase64(r io.Reader) int64 {
+	var chars int64
+	for {
+		n, err := r.Read(w.buf)
+		for _, c := range w.buf[:n] {
+			if c == '=' {
+				return chars * 6 / 8
+			}
+			chars += int64(base64Alphabet[c])
+		}
+		if err != nil {
+			return chars * 6 / 8
+		}
+	}
 }
 
 // decodeTransfer undoes the Content-Transfer-Encoding. An unknown encoding

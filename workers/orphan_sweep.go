@@ -14,11 +14,12 @@ import (
 
 // OrphanSweepInterval is how often the elected leader looks for work units
 // whose process died.
-const OrphanSweepInterval = 15 * time.Second
+const OrphanSweepInterval = 5 * time.Second
 
-// orphanGrace is how long a job may run before its liveness lock is
-// expected: the worker takes it within moments of starting.
-const orphanGrace = 20 * time.Second
+// orphanGrace only absorbs clock differences between processes: a running
+// job is covered by its process's liveness lock from the moment it is
+// fetched (see package liveness).
+const orphanGrace = 2 * time.Second
 
 // OrphanSweepWorker requeues account runs, folder passes and backfill
 // batches whose process stopped while working them, so a crash costs
@@ -31,12 +32,22 @@ type OrphanSweepWorker struct {
 
 // Work implements river.Worker.
 func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[jobs.OrphanSweep]) error {
-	ids, err := liveness.Sweep(ctx, w.deps.Pool, []string{jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ExtractionBackfill{}.Kind()}, orphanGrace)
+	return SweepOrphans(ctx, w.deps, jobqueue.Logger(ctx, w.deps.Logger))
+}
+
+// SweepOrphans requeues the work units whose process stopped. Every process
+// runs it once as it starts, so a restart reclaims its predecessor's work
+// at once; the leader runs it periodically for processes that died while
+// others went on.
+func SweepOrphans(ctx context.Context, deps Dependencies, logger *slog.Logger) error {
+	ids, err := liveness.Sweep(ctx, deps.Pool, []string{
+		jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ReconcileWindow{}.Kind(), jobs.ExtractionBackfill{}.Kind(),
+	}, orphanGrace)
 	if err != nil {
 		return err
 	}
 	if len(ids) > 0 {
-		jobqueue.Logger(ctx, w.deps.Logger).WarnContext(ctx, "requeued work units whose process stopped", slog.Int("jobs", len(ids)))
+		logger.WarnContext(ctx, "requeued work units whose process stopped", slog.Int("jobs", len(ids)))
 	}
 	return nil
 }

@@ -40,8 +40,14 @@ func ScheduleAccountRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 	if pending {
 		return false, nil
 	}
-	_, err = client.InsertTx(ctx, tx, jobs.AccountRun{AccountID: accountID, FailuresBefore: failuresBefore},
-		&river.InsertOpts{ScheduledAt: at})
+	opts := &river.InsertOpts{}
+	if at.After(time.Now()) {
+		// A time given for now would make River store the job as scheduled
+		// and wait for its scheduler's next tick; leaving it out makes the
+		// run available at once.
+		opts.ScheduledAt = at
+	}
+	_, err = client.InsertTx(ctx, tx, jobs.AccountRun{AccountID: accountID, FailuresBefore: failuresBefore}, opts)
 	if err != nil {
 		return false, fmt.Errorf("schedule account run: insert: %w", err)
 	}

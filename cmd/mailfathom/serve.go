@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/debug"
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/secret"
@@ -43,7 +45,17 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
+// serveGCPercent is serve's garbage-collector target unless GOGC is set.
+// The service's live heap is small and bounded (one MIME payload, a
+// batch's metadata), so collecting at 4× it instead of 2× costs a few tens
+// of megabytes and saves about a fifth of the CPU a first synchronization
+// spends (measured with the e2e benchmark).
+const serveGCPercent = 400
+
 func serve(ctx context.Context, environ []string, stdout, stderr io.Writer) int {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(serveGCPercent)
+	}
 	cfg, resolver, anchors, ok := loadConfigAndAnchors(ctx, environ, stderr)
 	if !ok {
 		return 1

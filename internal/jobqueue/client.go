@@ -66,7 +66,7 @@ func NewClient(cfg Config) (*river.Client[pgx.Tx], error) {
 	queues := map[string]river.QueueConfig{}
 	for _, name := range jobs.Queues {
 		if n := cfg.QueueWorkers[name]; n > 0 {
-			queues[name] = river.QueueConfig{MaxWorkers: n}
+			queues[name] = river.QueueConfig{MaxWorkers: n, FetchPollInterval: pollInterval(name)}
 		}
 	}
 	if len(queues) == 0 {
@@ -92,4 +92,17 @@ func NewClient(cfg Config) (*river.Client[pgx.Tx], error) {
 		return nil, fmt.Errorf("jobqueue: new river client: %w", err)
 	}
 	return client, nil
+}
+
+// pollInterval is how often a queue looks for work that arrived without a
+// notification. A folder pass that continues past its batch bound snoozes
+// itself back to available, which River announces to nobody; on River's
+// one-second default a large first synchronization would idle between its
+// passes. Other queues keep the default.
+func pollInterval(queue string) time.Duration {
+	switch queue {
+	case jobs.QueueFolders, jobs.QueueAccounts:
+		return 100 * time.Millisecond
+	}
+	return 0
 }

@@ -4,11 +4,19 @@
 // River's open-source rescuer recognizes a stuck job only by age (an hour
 // by default), so a folder pass whose process was killed would block its
 // folder — folder passes are unique while running — for that long. Instead,
-// a job holds a session-level advisory lock keyed by its id on the
-// connection it works with; a process that dies loses its connections and
-// with them the locks. Sweep finds running jobs whose lock nobody holds and
-// hands them back to River as retryable, with an attempt error saying why,
-// so the work resumes from its last commit within seconds of a restart.
+// liveness is held as session-level advisory locks, which PostgreSQL drops
+// with the connection of a process that dies:
+//
+//   - every process holds a lock keyed by its River client id for its whole
+//     life, taken before River starts, so every job it fetches is covered
+//     from the moment River marks it running;
+//   - every job holds a lock keyed by its id on the connection it works
+//     with.
+//
+// Sweep finds running jobs whose own lock and whose process's lock nobody
+// holds and hands them back to River as available, with an attempt error
+// saying why, so the work resumes from its last commit within moments of a
+// restart.
 package liveness
 
 import (
@@ -23,9 +31,29 @@ import (
 
 // nsJob is the high 16 bits of a job's liveness key; see package slots for
 // the other namespaces.
-const nsJob = 0x6d06
+const (
+	nsJob     = 0x6d06
+	nsProcess = 0x6d07
+)
 
 func jobKey(id int64) int64 { return int64(uint64(nsJob)<<48 | uint64(id)&(1<<48-1)) }
+
+// processKeySQL computes a process's key from its client id in SQL, so the
+// holder and the sweep hash it identically.
+const processKeySQL = `(%d::bigint << 48) | (hashtext(%s)::bigint & 281474976710655)`
+
+// HoldProcess takes the liveness lock of the process whose River client id
+// is clientID on conn, which the process keeps open for its whole life.
+// Call it before starting River.
+func HoldProcess(ctx context.Context, conn *pgxpool.Conn, clientID string) error {
+	if clientID == "" {
+		return errors.New("liveness: a process needs a client id")
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock("+fmt.Sprintf(processKeySQL, nsProcess, "$1")+")", clientID); err != nil {
+		return fmt.Errorf("liveness: hold the process lock: %w", err)
+	}
+	return nil
+}
 
 // Hold takes the liveness lock of job id on conn, which the job keeps until
 // Release.
@@ -49,28 +77,34 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Sweep returns to River, as retryable now, every running job of the given
-// kinds that started more than grace ago and whose liveness lock nobody
-// holds. grace covers the moment between River marking a job running and
-// its worker taking the lock. It returns the ids it requeued.
+// Sweep returns to River, as available now, every running job of the given
+// kinds that started more than grace ago and whose own liveness lock and
+// whose process's lock (its last attempted_by client id) nobody holds.
+// grace only absorbs clock differences between processes; liveness itself
+// is decided by the locks. It returns the ids it requeued.
 func Sweep(ctx context.Context, q Querier, kinds []string, grace time.Duration) ([]int64, error) {
 	if len(kinds) == 0 {
 		return nil, errors.New("liveness: no kinds to sweep")
 	}
+	held := func(key string) string {
+		return `EXISTS (
+				SELECT 1 FROM pg_locks l
+				WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+				  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+				  AND ((l.classid::bigint << 32) | l.objid::bigint) = ` + key + `)`
+	}
+	processKey := fmt.Sprintf(processKeySQL, nsProcess, "j.attempted_by[array_length(j.attempted_by, 1)]")
 	rows, err := q.Query(ctx, `
 		WITH orphans AS (
 			SELECT j.id FROM river_job j
 			WHERE j.state = 'running' AND j.kind = ANY($1)
 			  AND j.attempted_at < now() - make_interval(secs => $2)
-			  AND NOT EXISTS (
-				SELECT 1 FROM pg_locks l
-				WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-				  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-				  AND ((l.classid::bigint << 32) | l.objid::bigint) = ($3::bigint << 48) | j.id)
+			  AND NOT `+held(`($3::bigint << 48) | j.id`)+`
+			  AND (coalesce(array_length(j.attempted_by, 1), 0) = 0 OR NOT `+held(processKey)+`)
 			FOR UPDATE OF j SKIP LOCKED
 		)
 		UPDATE river_job j
-		SET state = 'retryable',
+		SET state = 'available',
 		    scheduled_at = now(),
 		    errors = array_append(j.errors, jsonb_build_object(
 		        'at', now(), 'attempt', j.attempt,

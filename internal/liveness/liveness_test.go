@@ -64,7 +64,7 @@ func TestSweep(t *testing.T) {
 		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 20*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, []int64{orphan}, ids)
-		require.Equal(t, "retryable", state(ctx, t, b, orphan))
+		require.Equal(t, "available", state(ctx, t, b, orphan))
 		require.Equal(t, "running", state(ctx, t, b, alive))
 		require.Equal(t, "running", state(ctx, t, b, young))
 		require.Equal(t, "running", state(ctx, t, b, otherKind))
@@ -78,5 +78,25 @@ func TestSweep(t *testing.T) {
 		ids, err = liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 20*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, []int64{alive}, ids)
+	})
+
+	t.Run("ALiveProcessCoversItsJobsBeforeTheyTakeTheirOwnLock", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		fetched := runningJob(ctx, t, b, "folder_pass", time.Minute)
+		dead := runningJob(ctx, t, b, "folder_pass", time.Minute)
+		_, err := b.pool.Exec(ctx, `UPDATE river_job SET attempted_by = ARRAY['host-1-live'] WHERE id = $1`, fetched)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(ctx, `UPDATE river_job SET attempted_by = ARRAY['host-1-live', 'host-2-dead'] WHERE id = $1`, dead)
+		require.NoError(t, err)
+
+		conn, err := b.pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		require.NoError(t, liveness.HoldProcess(ctx, conn, "host-1-live"))
+
+		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 0)
+		require.NoError(t, err)
+		require.Equal(t, []int64{dead}, ids, "only the job whose last process is gone")
 	})
 }

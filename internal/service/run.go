@@ -3,12 +3,14 @@ package service
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +24,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/embeddeddb"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/riverui"
@@ -92,6 +95,19 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
+	// The process's liveness lock is taken before River starts, so every
+	// job this process fetches is covered from its first moment; it is held
+	// on a connection of its own for the process's whole life.
+	clientID := processID()
+	liveConn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire the liveness connection: %w", err)
+	}
+	r.liveConn = liveConn
+	if err := liveness.HoldProcess(ctx, liveConn, clientID); err != nil {
+		return err
+	}
+
 	ws := river.NewWorkers()
 	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: opts.Resolver, Logger: logger}
 	if err := workers.Register(ws, deps); err != nil {
@@ -104,6 +120,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Logger:       logger,
 		Metrics:      jobMetrics,
 		PeriodicJobs: workers.PeriodicJobs(),
+		ID:           clientID,
 	})
 	if err != nil {
 		return err
@@ -116,6 +133,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("start river: %w", err)
 	}
 	r.river, r.cancelRiver = client, cancelRiver
+	if err := workers.SweepOrphans(ctx, deps, logger); err != nil {
+		return err
+	}
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
 		return fmt.Errorf("schedule account runs: %w", err)
@@ -249,6 +269,7 @@ type running struct {
 	cancelRiver context.CancelFunc
 	cancelUI    context.CancelFunc
 	http        *http.Server
+	liveConn    *pgxpool.Conn
 }
 
 // shutdown stops what was started, in the order that keeps committed work
@@ -272,6 +293,9 @@ func (r *running) shutdown(ctx context.Context) error {
 	if r.cancelUI != nil {
 		r.cancelUI()
 	}
+	if r.liveConn != nil {
+		r.liveConn.Release()
+	}
 	if r.pool != nil {
 		r.pool.Close()
 	}
@@ -280,4 +304,13 @@ func (r *running) shutdown(ctx context.Context) error {
 		errs = append(errs, r.embedded.Stop(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// processID names this process as a River client: host, pid and a random
+// suffix, unique across restarts, since liveness is keyed by it.
+func processID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%x", cmp.Or(host, "mailfathom"), os.Getpid(), b)
 }

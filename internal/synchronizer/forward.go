@@ -69,6 +69,11 @@ type Limits struct {
 	// Extraction bounds the MIME reader that derives each stored message's
 	// metadata and search document from the payload just fetched.
 	Extraction mimex.Limits
+	// AfterFinalCheckpoint, when set, runs in the same transaction as the
+	// pass's final checkpoint write (the one a pass that leaves no work
+	// behind always makes), which is where the reconciliation window that
+	// follows every pass is scheduled.
+	AfterFinalCheckpoint func(ctx context.Context, tx pgx.Tx) error
 }
 
 // Report is what a pass did, in counts: no mail content.
@@ -137,7 +142,9 @@ type pass struct {
 	state    imapx.FolderState
 	expected *mailstore.Checkpoint
 	after    uint32
-	rep      *Report
+	// lastStored is the last UID of the pass's last batch.
+	lastStored uint32
+	rep        *Report
 }
 
 func (p *pass) run(ctx context.Context) error {
@@ -164,22 +171,23 @@ func (p *pass) run(ctx context.Context) error {
 		p.rep.Batches++
 		next := batch[len(batch)-1]
 		if len(uids) == 0 {
-			next = p.safeEnd(next)
+			// The last batch: the final write, below, covers it.
+			p.lastStored = next
+			break
 		}
-		if err := p.advance(ctx, next); err != nil {
+		if err := p.advance(ctx, next, nil); err != nil {
 			return err
 		}
 	}
 	p.rep.More = len(uids) > 0
-	if p.rep.Batches == 0 {
-		// Nothing to fetch: the search still inspected everything below
-		// UIDNEXT (every UID it excluded by date, every expunged one), so the
-		// checkpoint moves to the end once rather than rescanning it.
-		if end := p.safeEnd(p.after); end > p.after || p.rep.ProgressReset {
-			return p.advance(ctx, end)
-		}
+	if p.rep.More {
+		return nil
 	}
-	return nil
+	// Everything the search returned is stored. It also inspected everything
+	// below UIDNEXT (every UID it excluded by date, every expunged one), so
+	// the checkpoint moves to the end rather than rescanning it; the write is
+	// made even when nothing moved, because it is what schedules the window.
+	return p.advance(ctx, p.safeEnd(max(p.after, p.lastStored)), p.lim.AfterFinalCheckpoint)
 }
 
 // safeEnd is where a pass that consumed every search result may put the
@@ -192,14 +200,29 @@ func (p *pass) safeEnd(last uint32) uint32 {
 	return last
 }
 
-func (p *pass) advance(ctx context.Context, uid uint32) error {
+// advance writes the checkpoint; with then set, in one transaction with it.
+func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Context, pgx.Tx) error) error {
 	next := mailstore.Checkpoint{
 		FolderID:       p.binding.ID,
 		UIDValidity:    p.state.UIDValidity,
 		LastSeenUID:    uid,
 		SynchronizedAt: time.Now(),
 	}
-	if err := mailstore.AdvanceCheckpoint(ctx, p.db, p.expected, next); err != nil {
+	if p.expected != nil && p.expected.UIDValidity == next.UIDValidity {
+		// The modification sequence a reconciliation recorded belongs to
+		// this UID space and survives forward progress.
+		next.HighestModSeq = p.expected.HighestModSeq
+	}
+	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+		if err := mailstore.AdvanceCheckpoint(ctx, tx, p.expected, next); err != nil {
+			return err
+		}
+		if then != nil {
+			return then(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	p.expected = &next
