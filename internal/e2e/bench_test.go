@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+// Targets of issue 3, item 6, on the 2-core reference machine.
+const (
+	targetMessagesPerSecond = 1000
+	defaultMaxRawMimeBytes  = 25 << 20 // MAILFATHOM_SYNC_MAX_RAW_MIME_BYTES's default
+	rssBudget               = 2*defaultMaxRawMimeBytes + 100e6
+)
+
+// BenchmarkFirstSync measures a full first synchronization of one folder by
+// `mailfathom serve` over TLS: from starting the process until every
+// message is stored, the process's peak RSS, and the CPU time the service,
+// PostgreSQL and Dovecot spent on it. It runs on demand only:
+//
+//	go test -run '^$' -bench FirstSync -benchtime 1x ./internal/e2e
+//
+// MAILFATHOM_BENCH_MESSAGES sets the corpus size (default 5000, ≈ 350 MB).
+// MAILFATHOM_BENCH_DURABLE=false uses the tests' non-durable PostgreSQL
+// (fsync off, on tmpfs) instead of a durable cluster on disk like the
+// embedded default's. README.md explains the figures.
+func BenchmarkFirstSync(b *testing.B) {
+	n := 5000
+	if v := os.Getenv("MAILFATHOM_BENCH_MESSAGES"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(b, err, "MAILFATHOM_BENCH_MESSAGES")
+		require.Positive(b, n, "MAILFATHOM_BENCH_MESSAGES")
+	}
+	durable := os.Getenv("MAILFATHOM_BENCH_DURABLE") != "false"
+
+	// The mailbox is seeded once; each iteration synchronizes it into a
+	// fresh database.
+	newDatabase := benchDatabases(b, durable)
+	bundle := setup(b, newDatabase())
+	user := bundle.server.NewUser()
+	seedStart := time.Now()
+	c := seedCorpus(b, user, "INBOX", n, 42, 1)
+	b.Logf("corpus: %s; seeded in %v", c, time.Since(seedStart).Round(time.Millisecond))
+	requireServerBytes(b, user, c, n/2)
+	bundle.addAccount(b, "bench", user)
+	// Default synchronization settings, but for a short interval.
+	bundle.env["MAILFATHOM_SYNC_INTERVAL"] = "10s"
+	bundle.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "10s"
+	binary(b) // built before the clock starts
+
+	var total benchRun
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		if i > 0 {
+			bundle.dbURL = newDatabase()
+			bundle.env["MAILFATHOM_DATABASE_URL"] = bundle.dbURL
+			bundle.pool.Close()
+			var err error
+			bundle.pool, err = newPool(bundle.dbURL)
+			require.NoError(b, err)
+		}
+		// Migrate before the clock starts: serve then finds the schema
+		// current, as in any start but the first.
+		migrate(b, bundle.dbURL)
+		var dataDir string
+		require.NoError(b, bundle.pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir))
+		meter, err := newCPUMeter(dataDir, bundle.server.Dir())
+		require.NoError(b, err)
+		b.StartTimer()
+
+		r := runFirstSync(b, bundle, fmt.Sprintf("serve-%d", i), n, meter)
+
+		b.StopTimer()
+		b.Logf("run %d: %s", i+1, r)
+		bundle.requireStored(b, "bench", "INBOX", user, c)
+		total.add(r)
+	}
+	b.StopTimer()
+
+	runs := float64(b.N)
+	secs := total.elapsed.Seconds() / runs
+	b.ReportMetric(float64(n)/secs, "msgs/s")
+	b.ReportMetric(float64(c.bytes)/1e6/secs, "MB/s")
+	b.ReportMetric(float64(total.peakRSS)/(1<<20), "peak_rss_MiB")
+	b.ReportMetric(total.cpu.serve.Seconds()/runs, "serve_cpu_s")
+	b.ReportMetric(total.cpu.postgres.Seconds()/runs, "postgres_cpu_s")
+	b.ReportMetric(total.cpu.dovecot.Seconds()/runs, "dovecot_cpu_s")
+	b.Logf("database: %s; targets: at least %d msgs/s (%s), peak RSS below 2 × MaxRawMimeBytes + 100 MB = %.0f MiB (%s)",
+		map[bool]string{true: "durable cluster on disk", false: "pgtest (fsync off, tmpfs)"}[durable],
+		targetMessagesPerSecond, verdict(float64(n)/secs >= targetMessagesPerSecond),
+		rssBudget/(1<<20), verdict(float64(total.peakRSS) < rssBudget))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// benchRun is what one first sync measured.
+type benchRun struct {
+	elapsed  time.Duration // start of the process to the last message stored
+	serving  time.Duration // start of the process to "serving"
+	first    time.Duration // start of the process to the first pass's start
+	inPasses time.Duration // sum of the passes' own durations
+	passes   int
+	peakRSS  int64
+	cpu      cpuUse
+}
+
+func (r *benchRun) add(o benchRun) {
+	r.elapsed += o.elapsed
+	r.serving += o.serving
+	r.first += o.first
+	r.inPasses += o.inPasses
+	r.passes += o.passes
+	r.peakRSS = max(r.peakRSS, o.peakRSS)
+	r.cpu.serve += o.cpu.serve
+	r.cpu.postgres += o.cpu.postgres
+	r.cpu.dovecot += o.cpu.dovecot
+	r.cpu.machine += o.cpu.machine
+}
+
+func (r benchRun) String() string {
+	gaps := r.elapsed - r.first - r.inPasses
+	return fmt.Sprintf("%.2f s: serving after %.2f s, first pass started after %.2f s, %d passes took %.2f s together, %.2f s between them; peak RSS %.1f MiB; CPU: %s",
+		r.elapsed.Seconds(), r.serving.Seconds(), r.first.Seconds(), r.passes, r.inPasses.Seconds(), gaps.Seconds(),
+		float64(r.peakRSS)/(1<<20), r.cpu)
+}
+
+// runFirstSync starts serve, waits until n messages are stored, and
+// measures.
+func runFirstSync(b *testing.B, bundle *testBundle, name string, n int, meter *cpuMeter) benchRun {
+	var r benchRun
+	start := time.Now()
+	p := startServe(b, name, bundle.dir, bundle.env)
+	for bundle.storedCount(b) < n {
+		require.True(b, p.running(), "serve exited during the sync:\n%s", tailLines(p.rawLog(), 40))
+		require.Less(b, time.Since(start), 15*time.Minute, "the sync did not finish:\n%s", tailLines(p.rawLog(), 40))
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.elapsed = time.Since(start)
+
+	var err error
+	r.peakRSS, err = p.peakRSS()
+	require.NoError(b, err)
+	r.cpu, err = meter.read(p.pid())
+	require.NoError(b, err)
+	p.stop(b)
+
+	for _, l := range p.logLines() {
+		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))
+		switch l.msg() {
+		case "serving":
+			r.serving = at.Sub(start)
+		case "folder pass finished":
+			d, _ := l["duration"].(float64) // slog's JSON duration: nanoseconds
+			if r.passes == 0 {
+				r.first = at.Add(-time.Duration(d)).Sub(start)
+			}
+			r.passes++
+			r.inPasses += time.Duration(d)
+		}
+	}
+	return r
+}
+
+// benchDatabases returns a function that creates a fresh, empty database
+// and returns its URL: in a durable private cluster on disk (what the
+// embedded default runs), or in pgtest's cluster.
+func benchDatabases(b *testing.B, durable bool) func() string {
+	if !durable {
+		return func() string { return pgtest.Database(b) }
+	}
+	ctx := context.Background()
+	// Not b.TempDir(): as root the server runs as "postgres", which must be
+	// able to enter the directory.
+	dir, err := os.MkdirTemp("", "mailfathom-bench-")
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(b, os.Chmod(dir, 0o755))
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{
+		DataDir: filepath.Join(dir, "postgres"),
+		Durable: true,
+		Logf:    b.Logf,
+	})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, cluster.Stop(context.Background())) })
+	count := 0
+	return func() string {
+		count++
+		name := fmt.Sprintf("bench_%d", count)
+		pool, err := newPool(cluster.ConnString("postgres"))
+		require.NoError(b, err)
+		defer pool.Close()
+		_, err = pool.Exec(ctx, "CREATE DATABASE "+name)
+		require.NoError(b, err)
+		return cluster.ConnString(name)
+	}
+}
