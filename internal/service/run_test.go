@@ -16,7 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/service"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -215,4 +218,28 @@ func TestSchemaNotCurrentWithoutMigrateOnStart(t *testing.T) {
 		QueueWorkers:       queues(),
 	})
 	require.ErrorContains(t, err, "run `mailfathom migrate`")
+}
+
+// TestTextSearchConfigurationGate refuses to start when the configured text
+// search configuration differs from the one the index was built with.
+func TestTextSearchConfigurationGate(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := dbtest.URL(t)
+	cfg, err := config.Load([]string{"MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION=english"})
+	require.NoError(t, err)
+	err = service.Run(ctx, service.Options{
+		Logger:             slog.New(slog.DiscardHandler),
+		DatabaseConnString: url,
+		HTTPAddr:           "127.0.0.1:0",
+		MigrateOnStart:     true,
+		QueueWorkers:       queues(),
+		Config:             cfg,
+	})
+	var mismatch *searchindex.ConfigurationMismatchError
+	require.ErrorAs(t, err, &mismatch)
+	require.Contains(t, err.Error(), `"english"`)
+	require.Contains(t, err.Error(), `"simple"`)
+	require.Contains(t, err.Error(), "mailfathom reindex-search")
 }

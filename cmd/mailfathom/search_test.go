@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestSearchAndReindexCommands runs `mailfathom search` and
+// `mailfathom reindex-search` against a database holding one indexed
+// message of account primary.
+func TestSearchAndReindexCommands(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := dbtest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	b, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	id, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: b.ID, UIDValidity: 1, UID: 1,
+		Size: 10, Subject: "Quarterly running numbers", Raw: []byte("x"), Availability: mailstore.Available})
+	require.NoError(t, err)
+	require.NoError(t, searchindex.Write(ctx, pool, searchindex.Record{StoredEmailID: id, Readable: true,
+		Subject: "Quarterly running numbers", TextSource: searchindex.SourcePlainText, Text: "the pelican budget"}))
+
+	pw := filepath.Join(t.TempDir(), "pw")
+	require.NoError(t, os.WriteFile(pw, []byte("x"), 0o600))
+	env := []string{
+		"MAILFATHOM_DATABASE_URL=" + url,
+		"MAILFATHOM_UI_ENABLED=false",
+		"MAILFATHOM_ACCOUNTS_0_ID=primary",
+		"MAILFATHOM_ACCOUNTS_0_HOST=imap.example.test",
+		"MAILFATHOM_ACCOUNTS_0_USERNAME=user",
+		"MAILFATHOM_ACCOUNTS_0_PASSWORD=file:" + pw,
+	}
+	code, stdout, stderr := runCmd(t, env, "search", "pelican")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Quarterly running numbers")
+	require.Contains(t, stdout, "primary/INBOX")
+
+	code, stdout, _ = runCmd(t, env, "search", "-alias", "archive", "pelican")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "no matching messages")
+
+	// Re-indexing under english makes stemmed queries match.
+	english := append(env, "MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION=english")
+	code, stdout, stderr = runCmd(t, english, "reindex-search")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"simple" → "english"`)
+	code, stdout, stderr = runCmd(t, english, "search", "run")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Quarterly running numbers")
+}
