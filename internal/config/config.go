@@ -54,6 +54,10 @@ type Config struct {
 	Persistence Persistence
 	// Backfill is the MailExtractionBackfill section (MAILFATHOM_BACKFILL_*).
 	Backfill Backfill
+	// Resilience is the budget of every outbound dependency class
+	// (MAILFATHOM_RESILIENCE_<CLASS>_<SETTING>), from which package
+	// resilience builds its pipelines.
+	Resilience Resilience
 }
 
 // NamedReference is a configured secret reference together with the
@@ -126,6 +130,7 @@ func (l Loader) Load(environ []string) (*Config, error) {
 	cfg.Accounts = convertAccounts(c, raw.Accounts)
 	cfg.Persistence = convertPersistence(c, raw.Persistence)
 	cfg.Backfill = convertBackfill(c, raw.Backfill)
+	cfg.Resilience = convertResilience(c, raw.Resilience)
 	crossCheck(c, cfg, raw)
 
 	problems := unknownVariables(vars, caseMismatches, read, raw)
@@ -146,6 +151,7 @@ type rawConfig struct {
 	Accounts    []rawAccount   `envPrefix:"ACCOUNTS_"`
 	Persistence rawPersistence `envPrefix:"PERSISTENCE_"`
 	Backfill    rawBackfill    `envPrefix:"BACKFILL_"`
+	Resilience  rawResilience  `envPrefix:"RESILIENCE_"`
 }
 
 // collect returns the MAILFATHOM_ variables of environ with trimmed values

@@ -47,6 +47,7 @@ func TestLoadDefaults(t *testing.T) {
 			},
 			Persistence: Persistence{MaximumConcurrencyCommitAttempts: 2, TextSearchConfiguration: "simple"},
 			Backfill:    Backfill{Enabled: true, Interval: 30 * time.Second, BatchSize: 50, MaxBatchesPerRun: 10},
+			Resilience:  defaultResilience,
 		}, cfg)
 		require.True(t, cfg.Database.Embedded())
 		require.Empty(t, cfg.Database.ConnString())

@@ -119,6 +119,9 @@ func explainUnknown(k string, raw rawConfig) string {
 		}
 	}
 	msg := "is not a MailFathom variable"
+	if strings.HasPrefix(k, resilienceSectionPrefix) {
+		msg += explainUnknownResilience(k)
+	}
 	if s := suggest(k); s != "" {
 		msg += "; did you mean " + s + "?"
 	}

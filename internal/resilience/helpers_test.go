@@ -1,0 +1,152 @@
+package resilience_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+)
+
+// sentinel appears in the text of every failure the tests produce and in
+// nothing else: no log line and no metric may contain it.
+const sentinel = "SENTINEL-jane.doe@example.test-said-550-go-away"
+
+// fastBudget is a budget with small durations whose circuit breaker needs
+// far more attempts than a test makes; tests change what they exercise.
+func fastBudget(change func(b *resilience.Budget)) resilience.Budget {
+	b := resilience.Budget{
+		MaxAttempts:                     3,
+		BaseDelay:                       time.Millisecond,
+		MaxDelay:                        2 * time.Millisecond,
+		AttemptTimeout:                  5 * time.Second,
+		TotalTimeout:                    10 * time.Second,
+		CircuitBreakerFailureRatio:      0.5,
+		CircuitBreakerMinimumThroughput: 1000,
+		CircuitBreakerSamplingDuration:  10 * time.Second,
+		CircuitBreakerBreakDuration:     10 * time.Second,
+		ConcurrencyLimit:                10,
+	}
+	if change != nil {
+		change(&b)
+	}
+	return b
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type testBundle struct {
+	registry *resilience.Registry
+	metrics  *prometheus.Registry
+	logs     *syncBuffer
+}
+
+// setup builds a registry whose classes all have budget (one per class
+// where budgets names it), logging at debug level into a buffer and
+// registering on a fresh pedantic registry.
+func setup(t *testing.T, budget resilience.Budget, budgets map[resilience.DependencyClass]resilience.Budget, overrides map[resilience.DependencyClass]resilience.Classifier) (context.Context, *testBundle) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+
+	all := map[resilience.DependencyClass]resilience.Budget{}
+	for _, class := range resilience.Classes() {
+		all[class] = budget
+	}
+	for class, b := range budgets {
+		all[class] = b
+	}
+	logs := &syncBuffer{}
+	metrics := prometheus.NewPedanticRegistry()
+	reg, err := resilience.NewRegistry(all, overrides,
+		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), metrics)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NotContains(t, logs.String(), sentinel, "a log line carries failure text")
+		require.NotContains(t, logs.String(), "jane.doe", "a log line carries an address")
+	})
+	return ctx, &testBundle{registry: reg, metrics: metrics, logs: logs}
+}
+
+// transientFailure is a repeatable mailbox failure whose text carries the
+// sentinel: a network error, which imapx.IsTransient repeats.
+type transientFailure struct{ n int }
+
+func (e *transientFailure) Error() string   { return sentinel }
+func (e *transientFailure) Timeout() bool   { return false }
+func (e *transientFailure) Temporary() bool { return true }
+
+var _ net.Error = (*transientFailure)(nil)
+
+// terminalFailure is a mailbox failure nothing repeats.
+var terminalFailure = &imapx.AuthenticationError{Mechanism: "PLAIN", Code: "AUTHENTICATIONFAILED"}
+
+// droppedConnection is the transient failure imapx reports most often.
+var droppedConnection = &imapx.TransportError{Op: "UID FETCH", Err: io.ErrUnexpectedEOF}
+
+// counter counts calls safely.
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) inc() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return c.n
+}
+
+func (c *counter) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// requireUnavailable asserts err is one *DependencyUnavailableError of key
+// with the rejection and library error given.
+func requireUnavailable(t *testing.T, err error, key resilience.Key, kind resilience.Rejection, libErr error) *resilience.DependencyUnavailableError {
+	t.Helper()
+	du, ok := errors.AsType[*resilience.DependencyUnavailableError](err)
+	require.True(t, ok, "want *DependencyUnavailableError, got %T: %v", err, err)
+	require.Equal(t, key.Class, du.Class)
+	require.Equal(t, key.Instance, du.Instance)
+	require.Equal(t, kind, du.Rejection)
+	require.ErrorIs(t, err, libErr)
+	require.ErrorIs(t, err, resilience.ErrDependencyUnavailable)
+	require.True(t, resilience.IsDependencyUnavailable(err))
+	require.NotContains(t, err.Error(), sentinel)
+	return du
+}
+
+// blockUntilDone is an attempt that stalls until its context ends.
+func blockUntilDone(ctx context.Context) error {
+	<-ctx.Done()
+	return &imapx.TransportError{Op: "UID FETCH", Err: ctx.Err()}
+}
