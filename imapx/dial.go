@@ -117,7 +117,14 @@ var wordDecoder = &mime.WordDecoder{CharsetReader: charset.Reader}
 
 // dial opens a connection and authenticates it. On failure nothing stays
 // open.
-func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (_ *conn, _ imap.CapSet, err error) {
+func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (*conn, imap.CapSet, error) {
+	return dialVia(ctx, ep, opts, nil)
+}
+
+// dialVia is dial with h, when not nil, put between the protected stream
+// and go-imap, so that the connection can be taken over from go-imap once
+// it is authenticated (wire_dial.go).
+func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) (_ *conn, _ imap.CapSet, err error) {
 	timeout := opts.commandTimeout()
 	if ep.TLSConfig != nil && ep.TLSConfig.InsecureSkipVerify {
 		return nil, nil, &TLSError{Err: errInsecureSkipVerify}
@@ -198,6 +205,10 @@ func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (_ *conn, _ ima
 		stream, cn.tls = s, upgraded
 	}
 
+	if h != nil {
+		h.Conn = stream
+		stream = h
+	}
 	// go-imap beta.8 sends an empty SASL response as "=", which Dovecot
 	// refuses; SCRAM's final response is empty. The fix applies only until
 	// authentication is done.

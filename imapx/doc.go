@@ -23,19 +23,45 @@
 // SessionOptions.CommandTimeout and by the caller's context: either one
 // closes the connection when it runs out.
 //
+// # Reconciliation
+//
+// Reconcile asks the server about a window of stored UIDs of the examined
+// folder and returns which still exist, their flags and which left:
+//
+//	mode := s.ReconcileMode()                            // Plain, CondStore or QResync, as advertised
+//	ans, err := s.Reconcile(ctx, window, recordedModSeq) // Present, Changed, Vanished, HighestModSeq
+//	still, err := s.ExistingUIDs(ctx, ans.Vanished)      // UID SEARCH only: confirm before acting
+//
+// The question follows what the server advertises (RFC 7162): UID FETCH
+// (FLAGS UID) where neither CONDSTORE nor QRESYNC is offered, UID SEARCH
+// then UID FETCH ... (CHANGEDSINCE n) with CONDSTORE only, and one UID FETCH
+// ... (CHANGEDSINCE n VANISHED) with both. ReconcileItems is the only
+// message data it asks for.
+//
+// It runs on a second connection of the session, opened on first use with
+// the same dial, TLS policy and authentication, then driven by this
+// package's own command and response layer (wire*.go): go-imap's client
+// refuses ENABLE QRESYNC, cannot parse the VANISHED responses that follow
+// it, and has no way to send a command it does not know. Keeping QRESYNC off
+// the session's own connection also keeps every go-imap command there safe
+// from a VANISHED it would die on. That connection sends only ENABLE,
+// EXAMINE, UID FETCH of FLAGS, UID and MODSEQ, UID SEARCH and LOGOUT.
+//
 // # Failures
 //
 // Errors are classified for the caller's retry policy:
 //
 //   - transient (IsTransient true): *TransportError, for a connection that
 //     dropped, was reset or closed, timed out, or whose response stream could
-//     not be parsed. The connection is unusable afterwards; Recover replaces
-//     it and re-examines the open folder, read-only.
+//     not be parsed (ErrMalformedResponse on the reconciliation connection).
+//     The connection is unusable afterwards; Recover replaces it and
+//     re-examines the open folder, read-only.
 //   - terminal: *AuthenticationError (the credential was rejected: repeating
 //     it is how accounts get locked), *CommandError (the server answered NO
 //     or BAD), *TLSError (certificate or handshake refused),
 //     ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
-//     ErrFolderListTooLarge, ErrMailboxFolderRecreated, and anything else.
+//     ErrFolderListTooLarge, ErrMailboxFolderRecreated, ErrIncompleteAnswer,
+//     and anything else.
 //   - neither: the caller's own context error, returned wrapped so that
 //     errors.Is(err, context.Canceled) and context.DeadlineExceeded hold.
 //
@@ -53,5 +79,9 @@
 // SASL PLAIN is built in a buffer that is zeroed after use. A search answer
 // is checked before it is expanded into UIDs. A message body literal that
 // ends early kills the connection instead of letting go-imap read it a
-// second time concurrently with its own reader.
+// second time concurrently with its own reader. ENABLE QRESYNC, VANISHED
+// and the other responses of reconciliation are this package's own code
+// (see Reconciliation): a bounded decoder that reads literals by their
+// length, so that a server cannot desynchronize it, and fails with
+// ErrMalformedResponse, never a panic, on input it cannot parse.
 package imapx

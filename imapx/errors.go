@@ -49,6 +49,21 @@ var ErrProtocolViolation = errors.New("imapx: server response violates the proto
 // is open (Examine was not called or failed).
 var ErrNoFolder = errors.New("imapx: no folder is open")
 
+// ErrIncompleteAnswer is returned by Reconcile when the server's answer
+// leaves out data the command asked for: a FETCH response that names a UID
+// of the window without its FLAGS, or a UID SEARCH that completed without a
+// SEARCH or ESEARCH response. Such an answer is refused rather than read as
+// the silence a deleted message produces. It is terminal for the run (the
+// next run asks again); the connection stays usable.
+var ErrIncompleteAnswer = errors.New("imapx: the server's answer leaves out data the command asked for")
+
+// ErrMalformedResponse is the cause of a *TransportError when the response
+// stream of the reconciliation connection could not be parsed, or exceeded
+// a bound (line, literal, nesting, count): the conversation can no longer
+// be trusted, so the connection is closed. It is transient, like every
+// *TransportError.
+var ErrMalformedResponse = errors.New("imapx: malformed or oversized server response")
+
 // AuthenticationError reports that the server rejected the credential. It is
 // terminal: repeating a rejected credential is how an account gets locked.
 type AuthenticationError struct {
@@ -121,6 +136,8 @@ func transportKind(err error) string {
 		return "network error"
 	case errors.Is(err, errServerBye):
 		return "server refused the session (BYE)"
+	case errors.Is(err, ErrMalformedResponse):
+		return "malformed or oversized response"
 	default:
 		return "connection lost or response stream unreadable"
 	}
@@ -177,10 +194,11 @@ var (
 //
 // It is false for terminal failures (*AuthenticationError, *CommandError,
 // *TLSError, ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
-// ErrFolderListTooLarge, ErrMailboxFolderRecreated), for anything it does not
-// recognize, and for the caller's own context cancellation or deadline
-// (context.Canceled, context.DeadlineExceeded): the caller owns the context
-// and knows whether it gave up or a pipeline timed an attempt out.
+// ErrFolderListTooLarge, ErrMailboxFolderRecreated, ErrIncompleteAnswer), for
+// anything it does not recognize, and for the caller's own context
+// cancellation or deadline (context.Canceled, context.DeadlineExceeded): the
+// caller owns the context and knows whether it gave up or a pipeline timed an
+// attempt out.
 func IsTransient(err error) bool {
 	if err == nil {
 		return false
@@ -198,7 +216,8 @@ func IsTransient(err error) bool {
 		return false
 	case errors.Is(err, ErrMailboxFolderRecreated), errors.Is(err, ErrFolderListTooLarge),
 		errors.Is(err, ErrStartTLSUnavailable), errors.Is(err, ErrLoginDisabled),
-		errors.Is(err, ErrProtocolViolation), errors.Is(err, ErrNoFolder):
+		errors.Is(err, ErrProtocolViolation), errors.Is(err, ErrNoFolder),
+		errors.Is(err, ErrIncompleteAnswer):
 		return false
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false

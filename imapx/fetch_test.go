@@ -257,12 +257,28 @@ func TestReadOnlyOnTheWire(t *testing.T) {
 	_, err = s.Recover(b.ctx)
 	require.NoError(t, err)
 	require.NoError(t, s.FetchBodies(b.ctx, uids, 1<<20, func(imapx.Body) error { return nil }))
+	// The reconciliation connection: ENABLE QRESYNC, EXAMINE, UID FETCH of
+	// FLAGS UID MODSEQ with and without CHANGEDSINCE, UID SEARCH.
+	ans, err := s.Reconcile(b.ctx, uids, 0)
+	require.NoError(t, err)
+	require.Equal(t, uids, ans.Present)
+	_, err = s.Reconcile(b.ctx, uids, ans.HighestModSeq)
+	require.NoError(t, err)
+	_, err = s.ExistingUIDs(b.ctx, uids)
+	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	names := requireReadOnlyWire(t, &rec)
-	for _, want := range []string{"AUTHENTICATE", "NAMESPACE", "LIST", "EXAMINE", "UID SEARCH", "UID FETCH", "LOGOUT"} {
+	for _, want := range []string{"AUTHENTICATE", "NAMESPACE", "LIST", "EXAMINE", "UID SEARCH", "UID FETCH", "ENABLE", "LOGOUT"} {
 		require.Contains(t, names, want)
 	}
+	lines := rec.lines()
+	enable := slices.Index(lines, "R1 ENABLE QRESYNC")
+	require.GreaterOrEqual(t, enable, 0)
+	require.Less(t, enable, slices.IndexFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, "R2 EXAMINE ")
+	}), "ENABLE QRESYNC before the reconciliation connection's EXAMINE")
+	require.NotContains(t, rec.String(), "(FLAGS UID MODSEQ BODY")
 	require.Contains(t, rec.String(), "BODY.PEEK[]")
 	b.requireUnseen("INBOX", uids...)
 	t.Logf("commands: %v", names)

@@ -13,7 +13,9 @@ import (
 )
 
 // ReadSession is a read-only IMAP session: one authenticated connection with
-// at most one folder open, and that one opened with EXAMINE. It has no
+// at most one folder open, and that one opened with EXAMINE (plus, once
+// Reconcile is used, a second connection that only ever EXAMINEs the same
+// folder; see Reconcile). It has no
 // operation that stores flags, copies, moves, expunges, appends or opens a
 // folder read-write, and it fetches content only with BODY.PEEK, so nothing
 // it does can set \Seen or change a mailbox.
@@ -29,6 +31,9 @@ type ReadSession struct {
 
 	cn   *conn
 	caps imap.CapSet
+	// wire is the reconciliation connection (reconcile.go), opened on the
+	// first Reconcile and closed with the session or by Recover.
+	wire *wireConn
 
 	// The open folder. state is what the folder reported when Examine
 	// opened it; Recover compares against it.
@@ -201,6 +206,8 @@ func (s *ReadSession) openFolder() error {
 // without LOGOUT (a server that stopped answering could hold a LOGOUT for as
 // long as it likes), opens a new one with a freshly resolved password, and
 // re-examines the folder that was open, read-only like every EXAMINE here.
+// The reconciliation connection, if one is open, is closed the same way and
+// reopened by the next Reconcile.
 //
 // If the folder now reports another UIDVALIDITY, Recover returns
 // ErrMailboxFolderRecreated together with the new state, and the session
@@ -211,6 +218,11 @@ func (s *ReadSession) Recover(ctx context.Context) (FolderState, error) {
 	if s.cn != nil {
 		s.cn.shutdown()
 		s.cn = nil
+	}
+	if s.wire != nil {
+		// Reopened by the next Reconcile.
+		s.wire.shutdown()
+		s.wire = nil
 	}
 	if err := s.connect(ctx); err != nil {
 		return FolderState{}, err
@@ -235,7 +247,8 @@ func (s *ReadSession) Recover(ctx context.Context) (FolderState, error) {
 const logoutTimeout = 10 * time.Second
 
 // Close ends the session: with LOGOUT when the connection is healthy (bounded
-// by CommandTimeout, at most 10 s), otherwise by closing the socket.
+// by CommandTimeout, at most 10 s), otherwise by closing the socket. The
+// reconciliation connection, if one is open, is ended the same way.
 //
 // Close reports only its own cleanup failure, which is never more important
 // than a failure the caller already has: keep that one, for example with
@@ -243,6 +256,19 @@ const logoutTimeout = 10 * time.Second
 // ordinary after a server has gone away, so callers usually just log it.
 // Calling Close again returns nil.
 func (s *ReadSession) Close() error {
+	var wireErr error
+	if w := s.wire; w != nil {
+		s.wire = nil
+		wireErr = w.close(s.opts)
+	}
+	err := s.closeMain()
+	if err == nil {
+		err = wireErr
+	}
+	return err
+}
+
+func (s *ReadSession) closeMain() error {
 	cn := s.cn
 	s.cn = nil
 	if cn == nil {

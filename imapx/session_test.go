@@ -321,12 +321,15 @@ func TestDebugLogCarriesNoPersonalData(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Quarterly Confidential Numbers", md[0].Subject)
 	require.NoError(t, s.FetchBodies(b.ctx, []uint32{uid}, 1<<20, func(imapx.Body) error { return nil }))
+	_, err = s.Reconcile(b.ctx, []uint32{uid}, 0)
+	require.NoError(t, err)
 	_, err = s.Recover(b.ctx)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	text := log.String()
 	require.Contains(t, text, `"msg":"imap fetch bodies"`)
+	require.Contains(t, text, `"msg":"imap reconcile"`)
 	for _, w := range []string{"Zeta", "Secret", "Quarterly", "Confidential", b.user.Name(), b.user.Password()} {
 		require.NotContains(t, text, w)
 	}

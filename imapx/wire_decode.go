@@ -1,0 +1,792 @@
+package imapx
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// This file is the response decoder of the reconciliation connection: the
+// grammar of RFC 3501 §7 and §9 for the responses the commands of that
+// connection produce (tagged and untagged status responses with their
+// response codes, CAPABILITY, FLAGS, EXISTS, RECENT, EXPUNGE, FETCH with
+// UID, FLAGS and MODSEQ, SEARCH), ENABLED (RFC 5161 §3.2), ESEARCH (RFC 4731
+// §3.1 and §4), HIGHESTMODSEQ, NOMODSEQ and MODSEQ (RFC 7162 §3.1.2,
+// §3.1.4) and VANISHED (RFC 7162 §3.2.10). Any other untagged response is
+// read to its end, literals included, and dropped.
+//
+// The decoder reads straight from the connection, byte by byte through a
+// bufio.Reader, and holds no more than the values it returns. Every bound
+// below is checked before anything is allocated for it; input it cannot
+// parse, or that exceeds a bound, is a *malformedError (ErrMalformedResponse)
+// after which the stream is abandoned: a literal is always consumed by its
+// declared length, so a server cannot make message data be read as a
+// response line, and nothing a server sends can make the decoder panic.
+
+// Bounds of one response.
+const (
+	// maxResponseBytes bounds one response, literals included. An ESEARCH
+	// ALL or SEARCH answer for the largest window, every UID listed
+	// separately, stays below 1.2 MB.
+	maxResponseBytes = 4 << 20
+	// maxTokenBytes bounds a tag, an atom, a flag or a number.
+	maxTokenBytes = 1024
+	// maxStringBytes bounds a quoted string, a status text and a response
+	// code's argument.
+	maxStringBytes = 64 << 10
+	// maxNesting bounds parenthesized lists inside lists.
+	maxNesting = 16
+	// maxFlags bounds the flags of one FETCH FLAGS item.
+	maxFlags = 1024
+	// maxSetRanges bounds the ranges of one sequence-set or SEARCH answer.
+	maxSetRanges = 1 << 18
+	// maxCaps bounds a CAPABILITY or ENABLED list.
+	maxCaps = 1024
+)
+
+// respKind says what a response is.
+type respKind uint8
+
+const (
+	respOther      respKind = iota // an untagged response this package does not use, skipped
+	respTagged                     // tag OK/NO/BAD
+	respStatus                     // * OK/NO/BAD/BYE/PREAUTH
+	respContinue                   // + text
+	respCapability                 // * CAPABILITY
+	respEnabled                    // * ENABLED
+	respFlags                      // * FLAGS
+	respExists                     // * n EXISTS
+	respRecent                     // * n RECENT
+	respExpunge                    // * n EXPUNGE
+	respFetch                      // * n FETCH
+	respSearch                     // * SEARCH
+	respESearch                    // * ESEARCH
+	respVanished                   // * VANISHED [(EARLIER)]
+)
+
+// response is one decoded server response. Only the fields of its kind are
+// set. It never holds a status text: error messages and logs must not carry
+// server text.
+type response struct {
+	kind   respKind
+	tag    string // respTagged
+	status string // respTagged, respStatus: OK, NO, BAD, BYE, PREAUTH
+
+	// The response code of a status response, upper-cased, and the values
+	// of the codes this package reads.
+	code          string
+	uidValidity   uint32 // [UIDVALIDITY n]
+	uidNext       uint32 // [UIDNEXT n]
+	highestModSeq uint64 // [HIGHESTMODSEQ n]
+
+	num  uint32   // message sequence number of EXISTS, RECENT, EXPUNGE, FETCH
+	caps []string // CAPABILITY, ENABLED, [CAPABILITY ...]
+
+	fetch fetchAttrs // respFetch
+
+	// SEARCH numbers, ESEARCH ALL, VANISHED known-uids; not normalized.
+	set     uidRanges
+	earlier bool // VANISHED (EARLIER)
+
+	// ESEARCH: the correlator tag, whether the results are UIDs, and
+	// whether it carried ALL.
+	correlator    string
+	hasCorrelator bool
+	uidResult     bool
+}
+
+// fetchAttrs are the data items of a FETCH response this package reads.
+type fetchAttrs struct {
+	uid       uint32
+	flags     []string // never nil when hasFlags
+	modSeq    uint64
+	hasUID    bool
+	hasFlags  bool
+	hasModSeq bool
+}
+
+// malformedError says which part of the grammar a response broke. It names
+// the rule only, never the server's bytes.
+type malformedError struct{ what string }
+
+func (e *malformedError) Error() string { return "imapx: malformed server response: " + e.what }
+
+func (e *malformedError) Is(target error) bool { return target == ErrMalformedResponse }
+
+func malformed(what string) error { return &malformedError{what: what} }
+
+// decoder reads responses from one connection.
+type decoder struct {
+	r      *bufio.Reader
+	budget int // bytes the current response may still take
+	// skipBlank lets the first response be preceded by a bare line ending:
+	// the end of the last response go-imap read before the takeover (see
+	// handoff), which its reader may have left unread.
+	skipBlank bool
+}
+
+func newDecoder(r io.Reader) *decoder {
+	return &decoder{r: bufio.NewReaderSize(r, 32<<10)}
+}
+
+// readResponse reads one whole response.
+func (d *decoder) readResponse() (*response, error) {
+	d.budget = maxResponseBytes
+	if d.skipBlank {
+		d.skipBlank = false
+		b, err := d.peekStart()
+		if err != nil {
+			return nil, err
+		}
+		if b == '\r' || b == '\n' {
+			if err := d.crlf(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	b, err := d.peekStart()
+	if err != nil {
+		return nil, err
+	}
+	switch b {
+	case '+':
+		_, _ = d.next()
+		if err := d.skipText(); err != nil {
+			return nil, err
+		}
+		return &response{kind: respContinue}, nil
+	case '*':
+		_, _ = d.next()
+		if err := d.expect(' ', "untagged response"); err != nil {
+			return nil, err
+		}
+		return d.untagged()
+	}
+	tag, err := d.token(isTagChar, "tag")
+	if err != nil {
+		return nil, err
+	}
+	if err := d.expect(' ', "tagged response"); err != nil {
+		return nil, err
+	}
+	status, err := d.atom("status")
+	if err != nil {
+		return nil, err
+	}
+	switch status {
+	case "OK", "NO", "BAD":
+	default:
+		return nil, malformed("tagged status")
+	}
+	r := &response{kind: respTagged, tag: tag, status: status}
+	return r, d.respText(r)
+}
+
+func (d *decoder) untagged() (*response, error) {
+	b, err := d.peek()
+	if err != nil {
+		return nil, err
+	}
+	r := &response{}
+	if isDigit(b) {
+		n, err := d.number32("message number")
+		if err != nil {
+			return nil, err
+		}
+		r.num = n
+		if err := d.expect(' ', "message data"); err != nil {
+			return nil, err
+		}
+		name, err := d.atom("message data")
+		if err != nil {
+			return nil, err
+		}
+		switch name {
+		case "EXISTS":
+			r.kind = respExists
+		case "RECENT":
+			r.kind = respRecent
+		case "EXPUNGE":
+			if n == 0 {
+				return nil, malformed("EXPUNGE of message 0")
+			}
+			r.kind = respExpunge
+		case "FETCH":
+			if n == 0 {
+				return nil, malformed("FETCH of message 0")
+			}
+			r.kind = respFetch
+			if err := d.expect(' ', "FETCH"); err != nil {
+				return nil, err
+			}
+			if err := d.msgAtt(&r.fetch); err != nil {
+				return nil, err
+			}
+		default:
+			r.kind = respOther
+			return r, d.skipLine()
+		}
+		return r, d.crlf()
+	}
+
+	name, err := d.atom("response name")
+	if err != nil {
+		return nil, err
+	}
+	switch name {
+	case "OK", "NO", "BAD", "BYE", "PREAUTH":
+		r.kind, r.status = respStatus, name
+		return r, d.respText(r)
+	case "CAPABILITY", "ENABLED":
+		r.kind = respCapability
+		if name == "ENABLED" {
+			r.kind = respEnabled
+		}
+		r.caps, err = d.atomList()
+		return r, err
+	case "FLAGS":
+		r.kind = respFlags
+		if err := d.expect(' ', "FLAGS"); err != nil {
+			return nil, err
+		}
+		if _, err := d.flagList(); err != nil {
+			return nil, err
+		}
+		return r, d.crlf()
+	case "SEARCH":
+		r.kind = respSearch
+		return r, d.searchNumbers(r)
+	case "ESEARCH":
+		r.kind = respESearch
+		return r, d.esearch(r)
+	case "VANISHED":
+		r.kind = respVanished
+		return r, d.vanished(r)
+	}
+	r.kind = respOther
+	return r, d.skipLine()
+}
+
+// respText reads resp-text (RFC 3501 §9) to the end of the line: an
+// optional response code and a text, which is dropped. It is lenient about
+// the space before the code and a missing text, as servers are.
+func (d *decoder) respText(r *response) error {
+	b, err := d.peek()
+	if err != nil {
+		return err
+	}
+	if b == ' ' {
+		_, _ = d.next()
+		if b, err = d.peek(); err != nil {
+			return err
+		}
+	}
+	if b == '[' {
+		_, _ = d.next()
+		code, err := d.token(isCodeChar, "response code")
+		if err != nil {
+			return err
+		}
+		r.code = strings.ToUpper(code)
+		var arg string
+		if b, err = d.peek(); err != nil {
+			return err
+		}
+		if b == ' ' {
+			_, _ = d.next()
+			if arg, err = d.codeArg(); err != nil {
+				return err
+			}
+		}
+		if err := d.expect(']', "response code"); err != nil {
+			return err
+		}
+		if err := r.readCode(arg); err != nil {
+			return err
+		}
+	}
+	return d.skipText()
+}
+
+// readCode interprets the argument of the response codes this package uses.
+func (r *response) readCode(arg string) error {
+	var err error
+	switch r.code {
+	case "UIDVALIDITY":
+		r.uidValidity, err = parseNumber32(arg, true)
+	case "UIDNEXT":
+		r.uidNext, err = parseNumber32(arg, false)
+	case "HIGHESTMODSEQ":
+		r.highestModSeq, err = parseModSeq(arg)
+	case "CAPABILITY":
+		r.caps = strings.Fields(arg)
+		if len(r.caps) > maxCaps {
+			return malformed("capability list too long")
+		}
+	}
+	if err != nil {
+		return malformed("argument of response code " + r.code)
+	}
+	return nil
+}
+
+// codeArg reads a response code's argument: everything up to "]" (RFC 3501
+// §9: 1*<any TEXT-CHAR except "]">).
+func (d *decoder) codeArg() (string, error) {
+	var b strings.Builder
+	for {
+		c, err := d.peek()
+		if err != nil {
+			return "", err
+		}
+		if c == ']' {
+			return b.String(), nil
+		}
+		if c == '\r' || c == '\n' || c == 0 {
+			return "", malformed("response code argument")
+		}
+		if b.Len() >= maxStringBytes {
+			return "", malformed("response code argument too long")
+		}
+		_, _ = d.next()
+		b.WriteByte(c)
+	}
+}
+
+// skipText reads a text to the end of the line and drops it.
+func (d *decoder) skipText() error {
+	for n := 0; ; n++ {
+		c, err := d.peek()
+		if err != nil {
+			return err
+		}
+		if c == '\r' || c == '\n' {
+			return d.crlf()
+		}
+		if c == 0 {
+			return malformed("NUL in text")
+		}
+		if n >= maxStringBytes {
+			return malformed("text too long")
+		}
+		_, _ = d.next()
+	}
+}
+
+// atomList reads *(SP atom) to the end of the line.
+func (d *decoder) atomList() ([]string, error) {
+	var out []string
+	for {
+		b, err := d.peek()
+		if err != nil {
+			return nil, err
+		}
+		if b == '\r' || b == '\n' {
+			return out, d.crlf()
+		}
+		if err := d.expect(' ', "atom list"); err != nil {
+			return nil, err
+		}
+		if b, err = d.peek(); err != nil {
+			return nil, err
+		}
+		if b == '\r' || b == '\n' {
+			continue // a trailing space
+		}
+		a, err := d.token(isAtomChar, "atom")
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= maxCaps {
+			return nil, malformed("atom list too long")
+		}
+		out = append(out, a)
+	}
+}
+
+// skipValue reads one value of any kind and drops it: an atom, number or
+// NIL, a quoted string, a literal or a parenthesized list of values.
+func (d *decoder) skipValue(depth int) error {
+	b, err := d.peek()
+	if err != nil {
+		return err
+	}
+	switch b {
+	case '(':
+		if depth >= maxNesting {
+			return malformed("lists nested too deeply")
+		}
+		_, _ = d.next()
+		for first := true; ; first = false {
+			if b, err = d.peek(); err != nil {
+				return err
+			}
+			if b == ')' {
+				_, _ = d.next()
+				return nil
+			}
+			if !first {
+				if err := d.expect(' ', "list"); err != nil {
+					return err
+				}
+			}
+			if err := d.skipValue(depth + 1); err != nil {
+				return err
+			}
+		}
+	case '"':
+		_, err := d.quoted()
+		return err
+	case '{':
+		return d.skipLiteral()
+	case '~': // literal8, RFC 3516
+		_, _ = d.next()
+		return d.skipLiteral()
+	}
+	_, err = d.token(isValueChar, "value")
+	return err
+}
+
+// skipLine reads the rest of a response this package does not use and
+// drops it. Such a response has no grammar here, so only a literal
+// announced at the end of a line ("{n}" or "{n+}" before the line ending,
+// RFC 3501 §4.3) is taken as one, and consumed by its length.
+func (d *decoder) skipLine() error {
+	var tail []byte // the bytes since the last "{", while they can still be a literal announcement
+	for {
+		c, err := d.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case c == '\n':
+			n, ok := literalAnnouncement(tail)
+			if !ok {
+				return nil
+			}
+			if err := d.discard(n); err != nil {
+				return err
+			}
+			tail = nil
+			continue
+		case c == 0:
+			return malformed("NUL in a response")
+		case c == '{':
+			tail = append(tail[:0], c)
+			continue
+		}
+		if tail != nil {
+			if len(tail) > 16 {
+				tail = nil
+			} else {
+				tail = append(tail, c)
+			}
+		}
+	}
+}
+
+// literalAnnouncement recognizes "{n}", "{n+}" and the same followed by CR.
+func literalAnnouncement(tail []byte) (int64, bool) {
+	s := strings.TrimSuffix(string(tail), "\r")
+	if len(s) < 3 || s[0] != '{' || s[len(s)-1] != '}' {
+		return 0, false
+	}
+	s = strings.TrimSuffix(s[1:len(s)-1], "+")
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// skipLiteral reads "{n}" or "{n+}", the line ending, and n bytes.
+func (d *decoder) skipLiteral() error {
+	n, err := d.literalHeader()
+	if err != nil {
+		return err
+	}
+	return d.discard(n)
+}
+
+func (d *decoder) literalHeader() (int64, error) {
+	if err := d.expect('{', "literal"); err != nil {
+		return 0, err
+	}
+	tok, err := d.token(isDigit, "literal")
+	if err != nil {
+		return 0, err
+	}
+	b, err := d.peek()
+	if err != nil {
+		return 0, err
+	}
+	if b == '+' {
+		_, _ = d.next()
+	}
+	if err := d.expect('}', "literal"); err != nil {
+		return 0, err
+	}
+	if err := d.crlf(); err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(tok, 10, 64)
+	if err != nil {
+		return 0, malformed("literal length")
+	}
+	return n, nil
+}
+
+// discard drops n bytes of a literal.
+func (d *decoder) discard(n int64) error {
+	if n > int64(d.budget) {
+		return malformed("literal too large")
+	}
+	m, err := d.r.Discard(int(n))
+	d.budget -= m
+	if err != nil {
+		return ioError(err)
+	}
+	return nil
+}
+
+// astring reads an atom, a quoted string or a literal (RFC 3501 §9), for
+// the ESEARCH correlator.
+func (d *decoder) astring() (string, error) {
+	b, err := d.peek()
+	if err != nil {
+		return "", err
+	}
+	switch b {
+	case '"':
+		return d.quoted()
+	case '{':
+		n, err := d.literalHeader()
+		if err != nil {
+			return "", err
+		}
+		if n > maxTokenBytes {
+			return "", malformed("literal too large")
+		}
+		buf := make([]byte, n)
+		for i := range buf {
+			if buf[i], err = d.next(); err != nil {
+				return "", err
+			}
+		}
+		return string(buf), nil
+	}
+	return d.token(isTagChar, "astring")
+}
+
+// quoted reads a quoted string (RFC 3501 §9).
+func (d *decoder) quoted() (string, error) {
+	if err := d.expect('"', "quoted string"); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for {
+		c, err := d.next()
+		if err != nil {
+			return "", err
+		}
+		switch c {
+		case '"':
+			return b.String(), nil
+		case '\\':
+			if c, err = d.next(); err != nil {
+				return "", err
+			}
+		}
+		if c == '\r' || c == '\n' || c == 0 {
+			return "", malformed("quoted string")
+		}
+		if b.Len() >= maxStringBytes {
+			return "", malformed("quoted string too long")
+		}
+		b.WriteByte(c)
+	}
+}
+
+// atom reads an atom and upper-cases it.
+func (d *decoder) atom(what string) (string, error) {
+	a, err := d.token(isAtomChar, what)
+	return strings.ToUpper(a), err
+}
+
+// token reads 1..maxTokenBytes bytes that satisfy ok.
+func (d *decoder) token(ok func(byte) bool, what string) (string, error) {
+	var buf [64]byte
+	tok := buf[:0]
+	for {
+		b, err := d.peek()
+		if err != nil {
+			return "", err
+		}
+		if !ok(b) {
+			break
+		}
+		if len(tok) >= maxTokenBytes {
+			return "", malformed(what + " too long")
+		}
+		_, _ = d.next()
+		tok = append(tok, b)
+	}
+	if len(tok) == 0 {
+		return "", malformed(what)
+	}
+	return string(tok), nil
+}
+
+// number32 reads a number of at most 32 bits.
+func (d *decoder) number32(what string) (uint32, error) {
+	tok, err := d.token(isDigit, what)
+	if err != nil {
+		return 0, err
+	}
+	n, err := parseNumber32(tok, false)
+	if err != nil {
+		return 0, malformed(what)
+	}
+	return n, nil
+}
+
+func parseNumber32(s string, nonZero bool) (uint32, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, errors.New("not a number")
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, err
+	}
+	if nonZero && n == 0 {
+		return 0, errors.New("zero")
+	}
+	return uint32(n), nil
+}
+
+// parseModSeq parses a mod-sequence value, which RFC 7162 §7 bounds to 63
+// bits.
+func parseModSeq(s string) (uint64, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, errors.New("not a number")
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxInt64 {
+		return 0, errors.New("mod-sequence above 63 bits")
+	}
+	return n, nil
+}
+
+// crlf reads a line ending: CRLF, or a bare LF.
+func (d *decoder) crlf() error {
+	c, err := d.next()
+	if err != nil {
+		return err
+	}
+	if c == '\r' {
+		if c, err = d.next(); err != nil {
+			return err
+		}
+	}
+	if c != '\n' {
+		return malformed("line ending")
+	}
+	return nil
+}
+
+func (d *decoder) expect(c byte, what string) error {
+	b, err := d.next()
+	if err != nil {
+		return err
+	}
+	if b != c {
+		return malformed(what)
+	}
+	return nil
+}
+
+// peekStart peeks at the first byte of a response, where the end of the
+// stream is an ordinary close rather than a truncated response.
+func (d *decoder) peekStart() (byte, error) {
+	b, err := d.r.Peek(1)
+	if err != nil {
+		return 0, err
+	}
+	return b[0], nil
+}
+
+func (d *decoder) peek() (byte, error) {
+	b, err := d.r.Peek(1)
+	if err != nil {
+		return 0, ioError(err)
+	}
+	return b[0], nil
+}
+
+func (d *decoder) next() (byte, error) {
+	if d.budget <= 0 {
+		return 0, malformed("response too large")
+	}
+	b, err := d.r.ReadByte()
+	if err != nil {
+		return 0, ioError(err)
+	}
+	d.budget--
+	return b, nil
+}
+
+// ioError turns the end of the stream inside a response into
+// io.ErrUnexpectedEOF.
+func ioError(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// isAtomChar is ATOM-CHAR (RFC 3501 §9): a printable US-ASCII character
+// other than the atom-specials ( ) { SP % * " \ ].
+func isAtomChar(c byte) bool {
+	if c <= ' ' || c >= 0x7f {
+		return false
+	}
+	switch c {
+	case '(', ')', '{', '%', '*', '"', '\\', ']':
+		return false
+	}
+	return true
+}
+
+// isTagChar is ASTRING-CHAR except "+" (RFC 3501 §9 tag).
+func isTagChar(c byte) bool { return c != '+' && (isAtomChar(c) || c == ']') }
+
+// isCodeChar is a character of a response code's atom.
+func isCodeChar(c byte) bool { return isAtomChar(c) }
+
+// isItemChar is a character of a FETCH data item name before its section.
+func isItemChar(c byte) bool { return c != '[' && isAtomChar(c) }
+
+// isValueChar is a character of an atom-like value this package skips: an
+// atom, a number, NIL, a flag or a section, and 8-bit bytes of servers that
+// send UTF-8 unquoted.
+func isValueChar(c byte) bool {
+	switch {
+	case c >= 0x80:
+		return true
+	case c <= ' ' || c == 0x7f:
+		return false
+	}
+	switch c {
+	case '(', ')', '{', '"':
+		return false
+	}
+	return true
+}

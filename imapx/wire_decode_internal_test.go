@@ -1,0 +1,429 @@
+package imapx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// decodeAll decodes every response in raw.
+func decodeAll(raw string) ([]*response, error) {
+	d := newDecoder(strings.NewReader(raw))
+	var out []*response
+	for {
+		r, err := d.readResponse()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+}
+
+func decodeOne(t *testing.T, raw string) *response {
+	t.Helper()
+	rs, err := decodeAll(raw)
+	require.NoError(t, err, "%q", raw)
+	require.Len(t, rs, 1, "%q", raw)
+	return rs[0]
+}
+
+// TestDecodeDovecotResponses decodes what Dovecot 2.3 sends to the
+// reconciliation connection's commands, taken from the wire.
+func TestDecodeDovecotResponses(t *testing.T) {
+	r := decodeOne(t, "* OK [CAPABILITY IMAP4rev1 SASL-IR ENABLE IDLE CONDSTORE QRESYNC] Dovecot ready.\r\n")
+	require.Equal(t, respStatus, r.kind)
+	require.Equal(t, "OK", r.status)
+	require.Equal(t, "CAPABILITY", r.code)
+	require.Equal(t, []string{"IMAP4rev1", "SASL-IR", "ENABLE", "IDLE", "CONDSTORE", "QRESYNC"}, r.caps)
+
+	r = decodeOne(t, "* ENABLED QRESYNC\r\n")
+	require.Equal(t, respEnabled, r.kind)
+	require.Equal(t, []string{"QRESYNC"}, r.caps)
+	r = decodeOne(t, "* ENABLED\r\n")
+	require.Equal(t, respEnabled, r.kind)
+	require.Empty(t, r.caps)
+
+	r = decodeOne(t, "R1 OK Enabled (0.001 + 0.000 secs).\r\n")
+	require.Equal(t, respTagged, r.kind)
+	require.Equal(t, "R1", r.tag)
+	require.Equal(t, "OK", r.status)
+
+	r = decodeOne(t, "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Label1)\r\n")
+	require.Equal(t, respFlags, r.kind)
+	r = decodeOne(t, "* OK [PERMANENTFLAGS ()] Read-only mailbox.\r\n")
+	require.Equal(t, "PERMANENTFLAGS", r.code)
+	r = decodeOne(t, "* OK [PERMANENTFLAGS (\\Answered \\*)] Flags permitted.\r\n")
+	require.Equal(t, "PERMANENTFLAGS", r.code)
+	r = decodeOne(t, "* 12 EXISTS\r\n")
+	require.Equal(t, respExists, r.kind)
+	require.Equal(t, uint32(12), r.num)
+	r = decodeOne(t, "* 0 RECENT\r\n")
+	require.Equal(t, respRecent, r.kind)
+	r = decodeOne(t, "* OK [UIDVALIDITY 1796018797] UIDs valid\r\n")
+	require.Equal(t, uint32(1796018797), r.uidValidity)
+	r = decodeOne(t, "* OK [UIDNEXT 13] Predicted next UID\r\n")
+	require.Equal(t, uint32(13), r.uidNext)
+	r = decodeOne(t, "* OK [HIGHESTMODSEQ 9223372036854775807] Highest\r\n")
+	require.Equal(t, uint64(math.MaxInt64), r.highestModSeq)
+	r = decodeOne(t, "* OK [NOMODSEQ] No permanent modsequences\r\n")
+	require.Equal(t, "NOMODSEQ", r.code)
+	r = decodeOne(t, "* OK [CLOSED] Previous mailbox closed.\r\n")
+	require.Equal(t, "CLOSED", r.code)
+	r = decodeOne(t, "R2 OK [READ-ONLY] Examine completed (0.001 + 0.000 secs).\r\n")
+	require.Equal(t, "READ-ONLY", r.code)
+	r = decodeOne(t, "R9 NO [NONEXISTENT] Mailbox doesn't exist: Zeta\r\n")
+	require.Equal(t, "NO", r.status)
+	require.Equal(t, "NONEXISTENT", r.code)
+
+	r = decodeOne(t, "* 4 FETCH (UID 4 FLAGS () MODSEQ (15))\r\n")
+	require.Equal(t, respFetch, r.kind)
+	require.Equal(t, uint32(4), r.num)
+	require.Equal(t, fetchAttrs{uid: 4, flags: []string{}, modSeq: 15, hasUID: true, hasFlags: true, hasModSeq: true}, r.fetch)
+	r = decodeOne(t, "* 1 FETCH (UID 1 FLAGS (\\Answered \\Recent $Label1) MODSEQ (13))\r\n")
+	require.Equal(t, []string{`\Answered`, "$Label1"}, r.fetch.flags, "\\Recent is left out")
+	r = decodeOne(t, "* 1 FETCH (FLAGS (\\Seen))\r\n")
+	require.False(t, r.fetch.hasUID)
+	require.True(t, r.fetch.hasFlags)
+	r = decodeOne(t, "* 1 FETCH (UID 1 MODSEQ (3))\r\n")
+	require.False(t, r.fetch.hasFlags)
+
+	r = decodeOne(t, "* VANISHED (EARLIER) 7:9,11\r\n")
+	require.Equal(t, respVanished, r.kind)
+	require.True(t, r.earlier)
+	require.Equal(t, uidRanges{{7, 9}, {11, 11}}, r.set)
+	r = decodeOne(t, "* VANISHED 300:200,5\r\n")
+	require.False(t, r.earlier)
+	require.Equal(t, uidRanges{{200, 300}, {5, 5}}, r.set)
+	r = decodeOne(t, "* vanished (earlier) 1:4294967295\r\n")
+	require.Equal(t, uidRanges{{1, math.MaxUint32}}, r.set)
+
+	r = decodeOne(t, "* SEARCH 1 2 3 5 7 8\r\n")
+	require.Equal(t, respSearch, r.kind)
+	require.Equal(t, uidRanges{{1, 3}, {5, 5}, {7, 8}}, r.set)
+	r = decodeOne(t, "* SEARCH\r\n")
+	require.Empty(t, r.set)
+	r = decodeOne(t, "* SEARCH 2 5 6 (MODSEQ 917162500)\r\n")
+	require.Equal(t, uidRanges{{2, 2}, {5, 6}}, r.set)
+	r = decodeOne(t, "* SEARCH 4294967295\r\n")
+	require.Equal(t, uidRanges{{math.MaxUint32, math.MaxUint32}}, r.set)
+
+	r = decodeOne(t, "* ESEARCH (TAG \"R4\") UID ALL 1:3,5\r\n")
+	require.Equal(t, respESearch, r.kind)
+	require.Equal(t, "R4", r.correlator)
+	require.True(t, r.uidResult)
+	require.Equal(t, uidRanges{{1, 3}, {5, 5}}, r.set)
+	r = decodeOne(t, "* ESEARCH (TAG \"R4\") UID\r\n")
+	require.True(t, r.uidResult)
+	require.Nil(t, r.set)
+	r = decodeOne(t, "* ESEARCH (TAG \"R4\") UID MIN 1 MAX 9 COUNT 4 ALL 1:2,8:9 MODSEQ 3\r\n")
+	require.Equal(t, uidRanges{{1, 2}, {8, 9}}, r.set)
+	r = decodeOne(t, "* ESEARCH (TAG {2}\r\nR4) UID ALL 1\r\n")
+	require.Equal(t, "R4", r.correlator)
+
+	r = decodeOne(t, "* BYE Logging out\r\n")
+	require.Equal(t, "BYE", r.status)
+	r = decodeOne(t, "+ Ready for additional command text\r\n")
+	require.Equal(t, respContinue, r.kind)
+}
+
+// TestDecodeLeniency: bare LF line endings, missing texts, trailing spaces,
+// lower case.
+func TestDecodeLeniency(t *testing.T) {
+	rs, err := decodeAll("* 2 EXISTS\n* OK\r\nR1 OK\nR2 ok [read-only]\r\n* SEARCH 1 2 \r\n* capability imap4rev1 \r\n")
+	require.NoError(t, err)
+	require.Len(t, rs, 6)
+	require.Equal(t, "OK", rs[3].status)
+	require.Equal(t, "READ-ONLY", rs[3].code)
+	require.Equal(t, uidRanges{{1, 2}}, rs[4].set)
+	require.Equal(t, []string{"imap4rev1"}, rs[5].caps)
+
+	// The line ending go-imap may leave unread before the takeover.
+	d := newDecoder(strings.NewReader("\r\n* 1 EXISTS\r\n"))
+	d.skipBlank = true
+	r, err := d.readResponse()
+	require.NoError(t, err)
+	require.Equal(t, respExists, r.kind)
+	_, err = newDecoder(strings.NewReader("\r\n* 1 EXISTS\r\n")).readResponse()
+	require.ErrorIs(t, err, ErrMalformedResponse, "only right after the takeover")
+}
+
+// TestDecodeSkipsWhatItDoesNotUse: other FETCH items, sections, literals
+// and unknown responses are read to their end and dropped.
+func TestDecodeSkipsWhatItDoesNotUse(t *testing.T) {
+	raw := "* 3 FETCH (UID 9 RFC822.SIZE 44 INTERNALDATE \"01-Jan-2024 10:00:00 +0000\" " +
+		"ENVELOPE (NIL \"subj\" ((\"a\" NIL \"b\" \"c\")) NIL NIL NIL NIL NIL NIL \"<id>\") " +
+		"BODY[HEADER.FIELDS (SUBJECT \"DATE\")]<0> {7}\r\nab)\r\n(\" " +
+		"BINARY[1] ~{3}\r\n\x00\x01\x02 X-GM-LABELS (\\Inbox \"a b\") FLAGS (\\Seen))\r\n" +
+		"* LIST (\\HasNoChildren) \"/\" {5}\r\nR1 OK\r\n" +
+		"* STATUS unbalanced ( text {x}\r\n" +
+		"* 5 XFOO bar {3}\r\nabc tail\r\n" +
+		"* ID (\"name\" \"Dovecot\")\r\n" +
+		"R7 OK done\r\n"
+	rs, err := decodeAll(raw)
+	require.NoError(t, err)
+	require.Len(t, rs, 6)
+	require.Equal(t, fetchAttrs{uid: 9, flags: []string{`\Seen`}, hasUID: true, hasFlags: true}, rs[0].fetch)
+	for _, r := range rs[1:5] {
+		require.Equal(t, respOther, r.kind)
+	}
+	require.Equal(t, "R7", rs[5].tag)
+}
+
+// TestDecodeRefusesMalformed: each of these is an ErrMalformedResponse,
+// never a panic and never a response.
+func TestDecodeRefusesMalformed(t *testing.T) {
+	for name, raw := range map[string]string{
+		"no space after *":        "*OK\r\n",
+		"bad tagged status":       "R1 MAYBE\r\n",
+		"tag with +":              "R+1 OK\r\n",
+		"FETCH without list":      "* 1 FETCH UID 1\r\n",
+		"FETCH unterminated":      "* 1 FETCH (UID 1 FLAGS (\\Seen)\r\n",
+		"FETCH of message 0":      "* 0 FETCH (UID 1)\r\n",
+		"UID 0":                   "* 1 FETCH (UID 0 FLAGS ())\r\n",
+		"two UIDs":                "* 1 FETCH (UID 1 UID 2 FLAGS ())\r\n",
+		"UID over 32 bits":        "* 1 FETCH (UID 4294967296 FLAGS ())\r\n",
+		"modseq over 63 bits":     "* 1 FETCH (UID 1 MODSEQ (9223372036854775808))\r\n",
+		"modseq not a list":       "* 1 FETCH (UID 1 MODSEQ 5)\r\n",
+		"flag with paren":         "* 1 FETCH (UID 1 FLAGS (\\Se(en))\r\n",
+		"lone backslash":          "* 1 FETCH (UID 1 FLAGS (\\))\r\n",
+		"NUL in flags":            "* 1 FETCH (UID 1 FLAGS (a\x00))\r\n",
+		"too many flags":          "* 1 FETCH (UID 1 FLAGS (" + strings.Repeat("a ", maxFlags) + "a))\r\n",
+		"long flag":               "* 1 FETCH (UID 1 FLAGS (" + strings.Repeat("a", maxTokenBytes+1) + "))\r\n",
+		"deep lists":              "* 1 FETCH (UID 1 X " + strings.Repeat("(", maxNesting+1) + strings.Repeat(")", maxNesting+1) + ")\r\n",
+		"literal beyond budget":   "* 1 FETCH (UID 1 BODY[] {4194305}\r\n",
+		"literal length overflow": "* 1 FETCH (UID 1 BODY[] {99999999999999999999}\r\n",
+		"literal in section":      "* 1 FETCH (UID 1 BODY[HEADER.FIELDS {3}\r\nabc] NIL)\r\n",
+		"unterminated quote":      "* 1 FETCH (UID 1 X \"abc\r\n\")\r\n",
+		"VANISHED star":           "* VANISHED (EARLIER) 1:*\r\n",
+		"VANISHED zero":           "* VANISHED 0:5\r\n",
+		"VANISHED other tag":      "* VANISHED (LATER) 1\r\n",
+		"VANISHED empty":          "* VANISHED \r\n",
+		"SEARCH 0":                "* SEARCH 0\r\n",
+		"SEARCH range":            "* SEARCH 1:5\r\n",
+		"ESEARCH twice ALL":       "* ESEARCH UID ALL 1 ALL 2\r\n",
+		"ESEARCH bad correlator":  "* ESEARCH (FOO \"x\") UID\r\n",
+		"UIDVALIDITY 0":           "* OK [UIDVALIDITY 0] x\r\n",
+		"UIDVALIDITY text":        "* OK [UIDVALIDITY abc] x\r\n",
+		"HIGHESTMODSEQ huge":      "* OK [HIGHESTMODSEQ 18446744073709551616] x\r\n",
+		"code unterminated":       "* OK [ALERT x\r\n",
+		"text too long":           "* OK " + strings.Repeat("x", maxStringBytes+1) + "\r\n",
+		"NUL in text":             "* OK a\x00b\r\n",
+		"NUL in unknown":          "* XYZZY a\x00b\r\n",
+		"CR without LF":           "* 1 EXISTS\rX\n",
+		"response too large":      "* SEARCH " + strings.Repeat("1 ", maxResponseBytes/2) + "\r\n",
+		"empty atom":              "*  OK\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := decodeAll(raw)
+			require.ErrorIs(t, err, ErrMalformedResponse, "%.80q", raw)
+			require.NotContains(t, err.Error(), "abc")
+		})
+	}
+}
+
+// TestDecodeTruncated: a stream that ends inside a response is an
+// unexpected end of file, which the connection layer reports as a lost
+// connection; one that ends between responses is an ordinary end.
+func TestDecodeTruncated(t *testing.T) {
+	full := "* 1 FETCH (UID 1 FLAGS (\\Seen) BODY[] {5}\r\nabcde)\r\n"
+	for i := 1; i < len(full); i++ {
+		_, err := decodeAll(full[:i])
+		require.Error(t, err, "%q", full[:i])
+		require.True(t, errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrMalformedResponse), "%q: %v", full[:i], err)
+	}
+	rs, err := decodeAll(full)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+}
+
+// TestDecodeBoundedMemory: a range covering every UID is one entry, and a
+// SEARCH answer listing many UIDs is kept as ranges.
+func TestDecodeBoundedMemory(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("* SEARCH")
+	for i := 1; i <= 100_000; i++ {
+		b.WriteString(" " + strconv.Itoa(i))
+	}
+	b.WriteString("\r\n")
+	r := decodeOne(t, b.String())
+	require.Equal(t, uidRanges{{1, 100_000}}, r.set)
+}
+
+func TestChunkUIDs(t *testing.T) {
+	require.Empty(t, chunkUIDs(nil, 100))
+	require.Equal(t, []uidChunk{{set: "7", uids: []uint32{7}}}, chunkUIDs([]uint32{7}, 100))
+	contiguous := make([]uint32, 10_000)
+	for i := range contiguous {
+		contiguous[i] = uint32(i + 1)
+	}
+	require.Equal(t, []uidChunk{{set: "1:10000", uids: contiguous}}, chunkUIDs(contiguous, maxSetBytes))
+	require.Equal(t, "1:3,5,7:8,4294967295", chunkUIDs([]uint32{1, 2, 3, 5, 7, 8, math.MaxUint32}, 100)[0].set)
+
+	var scattered []uint32
+	for i := uint32(1); i <= 30_000; i += 3 {
+		scattered = append(scattered, i, i+1)
+	}
+	chunks := chunkUIDs(scattered, 200)
+	require.Greater(t, len(chunks), 10)
+	var back []uint32
+	for _, c := range chunks {
+		require.LessOrEqual(t, len(c.set), 200)
+		back = append(back, c.uids...)
+		// The set names exactly the chunk's UIDs.
+		d := newDecoder(strings.NewReader(c.set + "\r\n"))
+		d.budget = maxResponseBytes
+		set, err := d.sequenceSet()
+		require.NoError(t, err)
+		var named []uint32
+		for _, r := range set {
+			for u := r.Lo; u <= r.Hi; u++ {
+				named = append(named, u)
+			}
+		}
+		require.Equal(t, c.uids, named)
+	}
+	require.Equal(t, scattered, back)
+}
+
+func TestUIDRanges(t *testing.T) {
+	rs := uidRanges{{10, 20}, {1, 3}, {4, 5}, {15, 30}, {math.MaxUint32, math.MaxUint32}}.normalize()
+	require.Equal(t, uidRanges{{1, 5}, {10, 30}, {math.MaxUint32, math.MaxUint32}}, rs)
+	for uid, want := range map[uint32]bool{1: true, 5: true, 6: false, 9: false, 10: true, 30: true, 31: false, math.MaxUint32: true} {
+		require.Equal(t, want, rs.contains(uid), uid)
+	}
+	require.False(t, uidRanges(nil).contains(1))
+}
+
+func TestEncodeMailbox(t *testing.T) {
+	for in, want := range map[string]string{
+		"INBOX":                   "INBOX",
+		"Sent Items":              "Sent Items",
+		"A&B":                     "A&-B",
+		"~peter/mail/台北/日本語":      "~peter/mail/&U,BTFw-/&ZeVnLIqe-", // RFC 3501 §5.1.3
+		"Účty & Zprávy":           "&ANoBDQ-ty &- Zpr&AOE-vy",
+		"😀":                       "&2D3eAA-",
+		`Quote " and \ backslash`: `Quote " and \ backslash`,
+	} {
+		got, err := encodeMailbox(in)
+		require.NoError(t, err)
+		require.Equal(t, want, got, in)
+	}
+	_, err := encodeMailbox("bad \xff utf-8")
+	require.Error(t, err)
+	require.Equal(t, `"Quote \" and \\ backslash"`, quote(`Quote " and \ backslash`))
+}
+
+// fuzzSeeds are responses of every kind the decoder reads, and a few it
+// skips.
+var fuzzSeeds = []string{
+	"* OK [CAPABILITY IMAP4rev1 CONDSTORE QRESYNC] ready\r\n",
+	"* ENABLED QRESYNC\r\nR1 OK Enabled\r\n",
+	"* FLAGS (\\Answered \\Seen $Label1)\r\n* OK [PERMANENTFLAGS (\\*)] x\r\n* 12 EXISTS\r\n* 0 RECENT\r\n",
+	"* OK [UIDVALIDITY 1796018797] x\r\n* OK [UIDNEXT 13] x\r\n* OK [HIGHESTMODSEQ 21] x\r\nR2 OK [READ-ONLY] done\r\n",
+	"* VANISHED (EARLIER) 7:9,11\r\n* 2 FETCH (UID 2 FLAGS (\\Flagged) MODSEQ (14))\r\nR5 OK done\r\n",
+	"* VANISHED 4\r\n* 3 EXPUNGE\r\n",
+	"* SEARCH 1 2 3 (MODSEQ 5)\r\n* ESEARCH (TAG \"R4\") UID ALL 1:3,5 COUNT 4\r\n",
+	"* 1 FETCH (UID 1 BODY[HEADER.FIELDS (SUBJECT)]<0> {5}\r\nab)\r\n FLAGS ())\r\n",
+	"* LIST (\\HasNoChildren) \"/\" {5}\r\nR1 OK\r\n",
+	"+ go ahead\r\n* BYE bye\r\n",
+	"\r\n* 1 EXISTS\n",
+}
+
+// FuzzDecodeResponses feeds arbitrary bytes to the decoder: it must end
+// with a response, the end of the stream or ErrMalformedResponse, never
+// panic, never read past a response's budget and never return a value that
+// breaks the invariants its callers rely on.
+func FuzzDecodeResponses(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := newDecoder(bytes.NewReader(data))
+		d.skipBlank = len(data) > 0 && data[0]&1 == 1
+		for range 1000 {
+			r, err := d.readResponse()
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrMalformedResponse) {
+					t.Fatalf("unexpected error type %T: %v", err, err)
+				}
+				return
+			}
+			if d.budget < 0 {
+				t.Fatalf("budget overrun: %d", d.budget)
+			}
+			checkInvariants(t, r)
+		}
+	})
+}
+
+func checkInvariants(t *testing.T, r *response) {
+	for _, rg := range r.set {
+		if rg.Lo == 0 || rg.Lo > rg.Hi {
+			t.Fatalf("bad range %v", rg)
+		}
+	}
+	if len(r.set) > maxSetRanges {
+		t.Fatalf("%d ranges", len(r.set))
+	}
+	f := r.fetch
+	if f.hasFlags && f.flags == nil {
+		t.Fatal("FLAGS present but nil")
+	}
+	if len(f.flags) > maxFlags {
+		t.Fatalf("%d flags", len(f.flags))
+	}
+	if f.hasUID && f.uid == 0 {
+		t.Fatal("UID 0")
+	}
+	if f.modSeq > math.MaxInt64 || r.highestModSeq > math.MaxInt64 {
+		t.Fatal("mod-sequence above 63 bits")
+	}
+	switch r.kind {
+	case respTagged:
+		if r.tag == "" || strings.Contains(r.tag, "+") || !slices.Contains([]string{"OK", "NO", "BAD"}, r.status) {
+			t.Fatalf("bad tagged response %q %q", r.tag, r.status)
+		}
+	case respFetch, respExpunge:
+		if r.num == 0 {
+			t.Fatal("message number 0")
+		}
+	}
+}
+
+// FuzzLiteralCannotDesynchronize: whatever a literal holds, the decoder
+// reads it by its length and the next response is the one after it.
+func FuzzLiteralCannotDesynchronize(f *testing.F) {
+	f.Add([]byte("R1 OK done\r\n"), false)
+	f.Add([]byte("\r\n* 1 FETCH (UID 2 FLAGS (\\Deleted))\r\n"), true)
+	f.Add([]byte("{5}\r\n)))))"), false)
+	f.Fuzz(func(t *testing.T, content []byte, literal8 bool) {
+		if len(content) > 1<<16 {
+			return
+		}
+		marker := ""
+		if literal8 {
+			marker = "~"
+		}
+		raw := fmt.Sprintf("* 1 FETCH (UID 1 BODY[] %s{%d}\r\n%s FLAGS (\\Seen))\r\n* 2 FETCH (UID 2 X {%d+}\r\n%s)\r\nR1 OK done\r\n",
+			marker, len(content), content, len(content), content)
+		rs, err := decodeAll(raw)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if len(rs) != 3 || rs[0].fetch.uid != 1 || !slices.Equal(rs[0].fetch.flags, []string{`\Seen`}) ||
+			rs[1].fetch.uid != 2 || rs[1].fetch.hasFlags || rs[2].tag != "R1" {
+			t.Fatalf("desynchronized: %d responses", len(rs))
+		}
+	})
+}
