@@ -2,19 +2,16 @@ package workers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
-	"github.com/mailfathom/mailfathom/internal/mailstore"
-	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/internal/synchronizer"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -46,46 +43,20 @@ func (w *FolderPassWorker) NextRetry(job *river.Job[jobs.FolderPass]) time.Time 
 func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderPass]) error {
 	cfg := w.deps.Config
 	logger := jobqueue.Logger(ctx, w.deps.Logger).With(slog.String("account", job.Args.AccountID), slog.String("alias", job.Args.Alias))
-	account, ok := mailendpoint.Find(cfg, job.Args.AccountID)
-	if !ok || !cfg.Sync.Enabled {
-		logger.InfoContext(ctx, "folder pass skipped: the account is no longer configured or synchronization is disabled")
-		return nil
-	}
-
-	conn, release, err := acquireWorkConn(ctx, w.deps.Pool, job.ID)
-	if err != nil {
-		return fmt.Errorf("folder pass: %w", err)
-	}
-	defer release()
-	held, err := slots.Acquire(ctx, conn, mailendpoint.AccountKey(account.ID), bounds(cfg))
-	if errors.Is(err, slots.ErrFull) {
-		return river.JobSnooze(deferral())
-	}
-	if err != nil {
+	unit, err := w.deps.openBindingUnit(ctx, job.ID, job.Args.AccountID, job.Args.Alias, logger)
+	if unit == nil {
 		return err
 	}
-	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
-
-	accountID, err := mailstore.EnsureAccount(ctx, conn, mailendpoint.AccountKey(account.ID))
-	if err != nil {
-		return err
-	}
-	binding, ok, err := mailstore.LatestBinding(ctx, conn, accountID, job.Args.Alias)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		logger.InfoContext(ctx, "folder pass skipped: the alias has no binding yet")
-		return nil
-	}
+	defer unit.release()
+	account, conn, binding := unit.account, unit.conn, unit.binding
 
 	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.Resolver)
 	if err != nil {
-		return w.fail(ctx, logger, err)
+		return failUnit(ctx, logger, err)
 	}
 	sess, err := w.deps.OpenSession(ctx, ep)
 	if err != nil {
-		return w.fail(ctx, logger, err)
+		return failUnit(ctx, logger, err)
 	}
 	rep, err := synchronizer.ForwardPass(ctx, conn, sess, binding, synchronizer.Limits{
 		BatchSize:       cfg.Sync.MaxMetadataBatchSize,
@@ -93,12 +64,18 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		MaxRawMimeBytes: cfg.Sync.MaxRawMimeBytes,
 		EarliestDate:    account.EarliestEmailReceivedDate,
 		Extraction:      extraction.LimitsFrom(cfg),
+		AfterFinalCheckpoint: func(ctx context.Context, tx pgx.Tx) error {
+			// Every pass is followed by one reconciliation window.
+			_, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx,
+				jobs.ReconcileWindow{AccountID: account.ID, Alias: binding.Alias}, nil)
+			return err
+		},
 	}, logger)
 	closeErr := sess.Close()
 	_ = river.RecordOutput(ctx, rep)
 	logReport(ctx, logger, rep, err)
 	if err != nil {
-		return w.fail(ctx, logger, err)
+		return failUnit(ctx, logger, err)
 	}
 	_ = closeErr // everything the pass read is committed; a failed logout changes nothing
 	if rep.More {
@@ -123,26 +100,4 @@ func logReport(ctx context.Context, logger *slog.Logger, rep synchronizer.Report
 		return
 	}
 	logger.InfoContext(ctx, "folder pass finished", attrs...)
-}
-
-// fail maps a pass failure onto River: a persistence conflict defers the
-// folder, a transient failure (or a folder recreated under the run, which
-// the next attempt starts over) is retried on the run backoff, and anything
-// else is permanent for this pass; the account's next run schedules a new
-// one.
-func (w *FolderPassWorker) fail(ctx context.Context, logger *slog.Logger, err error) error {
-	switch {
-	case ctx.Err() != nil:
-		return err
-	case errors.Is(err, mailstore.ErrConcurrencyConflict):
-		logger.InfoContext(ctx, "folder pass deferred: another run moved its checkpoint first")
-		return river.JobSnooze(deferral())
-	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
-		logger.WarnContext(ctx, "folder was recreated on the server during the pass; the next attempt starts it over")
-		return err
-	case transient(err):
-		return err
-	default:
-		return river.JobCancel(err)
-	}
 }

@@ -1,0 +1,97 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/slots"
+)
+
+// bindingUnit is what a folder-level work unit (a folder pass, a
+// reconciliation window) holds while it runs: the account's configuration,
+// the connection with the unit's liveness lock and concurrency slots, and
+// the alias's latest binding.
+type bindingUnit struct {
+	account config.Account
+	conn    *pgxpool.Conn
+	binding mailstore.Binding
+	release func()
+}
+
+// openBindingUnit prepares a folder-level work unit of job jobID for alias
+// of accountID. It returns a nil unit and a nil error when there is nothing
+// to do (the account is no longer configured, synchronization is disabled,
+// the alias has no binding yet), and river.JobSnooze when a concurrency
+// bound is reached. The caller defers unit.release.
+func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountID, alias string, logger *slog.Logger) (*bindingUnit, error) {
+	cfg := d.Config
+	account, ok := mailendpoint.Find(cfg, accountID)
+	if !ok || !cfg.Sync.Enabled {
+		logger.InfoContext(ctx, "skipped: the account is no longer configured or synchronization is disabled")
+		return nil, nil
+	}
+	conn, releaseConn, err := acquireWorkConn(ctx, d.Pool, jobID)
+	if err != nil {
+		return nil, err
+	}
+	held, err := slots.Acquire(ctx, conn, mailendpoint.AccountKey(account.ID), bounds(cfg))
+	if err != nil {
+		releaseConn()
+		if errors.Is(err, slots.ErrFull) {
+			return nil, river.JobSnooze(deferral())
+		}
+		return nil, err
+	}
+	release := func() {
+		_ = held.Release(context.WithoutCancel(ctx))
+		releaseConn()
+	}
+	id, err := mailstore.EnsureAccount(ctx, conn, mailendpoint.AccountKey(account.ID))
+	if err != nil {
+		release()
+		return nil, err
+	}
+	binding, ok, err := mailstore.LatestBinding(ctx, conn, id, alias)
+	if err != nil || !ok {
+		release()
+		if err == nil {
+			logger.InfoContext(ctx, "skipped: the alias has no binding yet")
+		}
+		return nil, err
+	}
+	return &bindingUnit{account: account, conn: conn, binding: binding, release: release}, nil
+}
+
+// failUnit maps a folder-level unit's failure onto River: a persistence
+// conflict defers the folder, a transient failure (or a folder recreated
+// under the unit, which the next attempt starts over) is retried on the run
+// backoff, and anything else is permanent for this unit — the account's
+// next run schedules a new one.
+func failUnit(ctx context.Context, logger *slog.Logger, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case errors.Is(err, mailstore.ErrConcurrencyConflict):
+		logger.InfoContext(ctx, "deferred: another run moved the folder's checkpoint first")
+		return river.JobSnooze(deferral())
+	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
+		logger.WarnContext(ctx, "the folder was recreated on the server; the next attempt starts it over")
+		return err
+	case transient(err):
+		return err
+	default:
+		// imapx.ErrIncompleteAnswer among them: an answer naming a UID
+		// without its flags is never read as the silence of a deletion.
+		logger.WarnContext(ctx, "failed permanently", slog.String("error_type", fmt.Sprintf("%T", err)), slog.String("error", err.Error()))
+		return river.JobCancel(err)
+	}
+}

@@ -1,0 +1,113 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+)
+
+// reconciled reads the local state of one folder: flags and tombstones by
+// UID (erased rows are absent).
+func (b *syncBundle) reconciled(t *testing.T) map[int64]string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT uid, array_to_string(remote_flags, ' ') || CASE WHEN remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
+		FROM stored_emails ORDER BY uid`)
+	require.NoError(t, err)
+	out := map[int64]string{}
+	for rows.Next() {
+		var uid int64
+		var state string
+		require.NoError(t, rows.Scan(&uid, &state))
+		out[uid] = state
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func TestReconciliation(t *testing.T) {
+	t.Parallel()
+
+	// scenario syncs 6 messages, changes the server (a flag set, a flag
+	// cleared, two expunged), runs again, and returns the local state.
+	scenario := func(t *testing.T, disposition string, opts ...dovecot.Option) (*syncBundle, map[int64]string) {
+		t.Helper()
+		b := setupSync(t, opts...)
+		b.env["MAILFATHOM_ACCOUNTS_0_REMOTELY_DELETED_EMAIL_DISPOSITION"] = disposition
+		seed(t, b.user, "INBOX", 6, 20)
+		b.user.SetFlags("INBOX", 4, []imap.Flag{imap.FlagAnswered}, nil)
+		b.start(t)
+		b.waitIdle(t)
+		require.Len(t, b.stored(t, "INBOX"), 6)
+
+		b.user.SetFlags("INBOX", 1, []imap.Flag{imap.FlagFlagged}, nil)
+		b.user.SetFlags("INBOX", 4, nil, []imap.Flag{imap.FlagAnswered})
+		b.user.Expunge("INBOX", 2, 5)
+		b.runAgain(t)
+		// A second window over the now-observed mail: narrowed where the
+		// server reports modification sequences, and nothing changes.
+		b.runAgain(t)
+		return b, b.reconciled(t)
+	}
+
+	want := map[int64]string{1: `\Flagged`, 2: ` [tombstone]`, 3: ``, 4: ``, 5: ` [tombstone]`, 6: ``}
+
+	for name, opts := range map[string][]dovecot.Option{
+		"QResync":   nil,
+		"CondStore": {dovecot.WithCapability("IMAP4rev1 IDLE SPECIAL-USE LIST-EXTENDED LIST-STATUS NAMESPACE AUTH=PLAIN CONDSTORE ESEARCH")},
+		"Plain":     {dovecot.WithCapability("IMAP4rev1 IDLE SPECIAL-USE LIST-EXTENDED LIST-STATUS NAMESPACE AUTH=PLAIN")},
+	} {
+		t.Run(name+"ReachesTheSameEndState", func(t *testing.T) {
+			t.Parallel()
+			b, got := scenario(t, "RetainTombstone", opts...)
+			require.Equal(t, want, got)
+			assertUnseen(t, b.user, "INBOX")
+			require.Contains(t, b.logs.String(), "messages left the folder on the server")
+			if name != "Plain" {
+				var modseq *int64
+				require.NoError(t, b.pool.QueryRow(context.Background(),
+					`SELECT highest_modseq FROM synchronization_checkpoints`).Scan(&modseq))
+				require.NotNil(t, modseq, "a pass that emptied the queue records the folder's modification sequence")
+			}
+		})
+	}
+
+	t.Run("EraseLocalCopyRemovesTheRows", func(t *testing.T) {
+		t.Parallel()
+		b, got := scenario(t, "EraseLocalCopy")
+		require.Equal(t, map[int64]string{1: `\Flagged`, 3: ``, 4: ``, 6: ``}, got)
+		var contents int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM email_message_contents`).Scan(&contents))
+		require.Equal(t, 4, contents)
+	})
+}
+
+// TestReconciliationConfirmsAMassDisappearance expunges most of a folder:
+// the report crosses the misreport guard's threshold, the confirming search
+// agrees, and the disappearances are applied.
+func TestReconciliationConfirmsAMassDisappearance(t *testing.T) {
+	t.Parallel()
+	b := setupSync(t)
+	seed(t, b.user, "INBOX", 20, 21)
+	b.start(t)
+	b.waitIdle(t)
+	var gone []imap.UID
+	for uid := imap.UID(1); uid <= 15; uid++ {
+		gone = append(gone, uid)
+	}
+	b.user.Expunge("INBOX", gone...)
+	b.runAgain(t)
+	got := b.reconciled(t)
+	tombstones := 0
+	for _, state := range got {
+		if state == " [tombstone]" {
+			tombstones++
+		}
+	}
+	require.Equal(t, 15, tombstones)
+	require.NotContains(t, b.logs.String(), "a search still finds")
+}
