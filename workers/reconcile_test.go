@@ -3,11 +3,13 @@ package workers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 )
 
 // reconciled reads the local state of one folder: flags and tombstones by
@@ -110,4 +112,48 @@ func TestReconciliationConfirmsAMassDisappearance(t *testing.T) {
 	}
 	require.Equal(t, 15, tombstones)
 	require.NotContains(t, b.logs.String(), "a search still finds")
+}
+
+// TestReconciliationConvergesWithoutStarvingObservedMail keeps a folder
+// larger than the window and adds mail before every run: previously
+// observed mail keeps being asked about, every message is eventually
+// observed, and a partial pass records no modification sequence.
+func TestReconciliationConvergesWithoutStarvingObservedMail(t *testing.T) {
+	t.Parallel()
+	b := setupSync(t)
+	b.env["MAILFATHOM_SYNC_MAX_RECONCILED_EMAILS_PER_RUN"] = "4"
+	seed(t, b.user, "INBOX", 10, 22)
+	b.start(t)
+	b.waitIdle(t)
+	ctx := context.Background()
+
+	modseq := func() *int64 {
+		var m *int64
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT highest_modseq FROM synchronization_checkpoints`).Scan(&m))
+		return m
+	}
+	observedAt := func(uid int) *time.Time {
+		var at *time.Time
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_flags_observed_at FROM stored_emails WHERE uid = $1`, uid).Scan(&at))
+		return at
+	}
+	require.Nil(t, modseq(), "a partial pass records no modification sequence")
+	first := observedAt(1)
+	require.NotNil(t, first, "the first window takes the oldest never-observed mail")
+
+	var seen []time.Time
+	for i := range 6 {
+		b.user.Append("INBOX", mailgen.Message(22, 100+i, 1500), time.Now())
+		b.runAgain(t)
+		seen = append(seen, *observedAt(1))
+	}
+	require.True(t, seen[len(seen)-1].After(*first), "previously observed mail is asked about again despite new arrivals")
+
+	// A quiet folder keeps reconciling until every message was observed.
+	for range 6 {
+		b.runAgain(t)
+	}
+	var never int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE remote_flags_observed_at IS NULL`).Scan(&never))
+	require.Zero(t, never)
 }
