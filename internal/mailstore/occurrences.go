@@ -44,11 +44,40 @@ type Occurrence struct {
 	Availability Availability
 	// Raw is the raw MIME; nil when Availability is ExceededSizeLimit.
 	Raw []byte
+	// Extracted, optional and only with Raw, is what reading Raw found; it
+	// is stored on the same row by the same statement.
+	Extracted *Extracted
 }
 
 // ErrForeignFolder rejects an occurrence whose binding does not exist or
 // belongs to another account.
 var ErrForeignFolder = errors.New("mailstore: the occurrence's binding does not belong to its account")
+
+// Extracted is what reading an occurrence's raw MIME found, stored on its
+// stored_emails row by the same statement that stores the occurrence, so
+// the row is written once. Text in it is expected to be storable already
+// (it is cleaned again, which changes nothing in clean text).
+type Extracted struct {
+	// Readable false: only Failure is stored (mime_readable false,
+	// mime_failure, extracted_at), and only when no earlier extraction read
+	// the message; the envelope's values stay.
+	Readable bool
+	Failure  string
+
+	// The MIME header's values; empty or nil for none, in which case the
+	// envelope's Subject, MessageID and SentAt are stored.
+	SentAt, ReceivedAt *time.Time
+	Subject, MessageID string
+	InReplyTo          []string
+	References         []string
+
+	AttachmentCount        int
+	AttachmentDecodedBytes int64
+	InlineResourceCount    int
+	Encrypted              bool
+	UnverifiedSignature    bool
+	TNEF                   bool
+}
 
 // upsertOccurrenceSQL stores one occurrence in one statement: the
 // stored_emails row is inserted or, on the occurrence identity, overwritten
@@ -61,12 +90,51 @@ var ErrForeignFolder = errors.New("mailstore: the occurrence's binding does not 
 // content keeps being Available when a later pass reports it over the size
 // limit (a lowered limit): the content it has is kept and stays consistent
 // with the availability it reports.
-const upsertOccurrenceSQL = `
+//
+// The variants with an extraction also store its columns; a readable one
+// replaces an earlier extraction, so on a conflict it also deletes the
+// earlier extraction's participant and attachment rows (a first insert has
+// none to delete); an unreadable one never overwrites a readable one.
+var (
+	upsertOccurrenceSQL           = buildUpsertOccurrenceSQL(0)
+	upsertReadableOccurrenceSQL   = buildUpsertOccurrenceSQL(1)
+	upsertUnreadableOccurrenceSQL = buildUpsertOccurrenceSQL(2)
+)
+
+// buildUpsertOccurrenceSQL: extraction 0 none, 1 readable, 2 unreadable.
+func buildUpsertOccurrenceSQL(extraction int) string {
+	columns, values, updates := "", "", ""
+	if extraction != 0 {
+		columns = `,
+        mime_readable, mime_failure, extracted_at, received_at, in_reply_to, thread_references,
+        attachment_count, attachment_decoded_bytes, inline_resource_count,
+        has_encrypted_content, has_unverified_signature, has_tnef`
+		values = `, $16, $17, now(), $18, $19, $20, $21, $22, $23, $24, $25, $26`
+	}
+	switch extraction {
+	case 1:
+		updates = `,
+        mime_readable = true, mime_failure = NULL, extracted_at = now(),
+        received_at = excluded.received_at,
+        in_reply_to = excluded.in_reply_to, thread_references = excluded.thread_references,
+        attachment_count = excluded.attachment_count,
+        attachment_decoded_bytes = excluded.attachment_decoded_bytes,
+        inline_resource_count = excluded.inline_resource_count,
+        has_encrypted_content = excluded.has_encrypted_content,
+        has_unverified_signature = excluded.has_unverified_signature,
+        has_tnef = excluded.has_tnef`
+	case 2:
+		updates = `,
+        mime_readable = coalesce(e.mime_readable, false),
+        mime_failure  = CASE WHEN e.mime_readable THEN e.mime_failure ELSE excluded.mime_failure END,
+        extracted_at  = CASE WHEN e.mime_readable THEN e.extracted_at ELSE now() END`
+	}
+	sql := `
 WITH email AS (
     INSERT INTO stored_emails AS e (
         id, mailbox_account_id, mail_folder_id, uid_validity, uid, content_availability,
-        rfc822_size, internal_date, remote_flags, subject, message_id, sent_at)
-    SELECT $1, f.mailbox_account_id, f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12
+        rfc822_size, internal_date, remote_flags, subject, message_id, sent_at` + columns + `)
+    SELECT $1, f.mailbox_account_id, f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12` + values + `
     FROM mail_folders f
     WHERE f.id = $3 AND f.mailbox_account_id = $2
     ON CONFLICT ON CONSTRAINT stored_emails_occurrence_key DO UPDATE SET
@@ -80,8 +148,8 @@ WITH email AS (
         subject       = excluded.subject,
         message_id    = excluded.message_id,
         sent_at       = excluded.sent_at,
-        updated_at    = now()
-    RETURNING e.id
+        updated_at    = now()` + updates + `
+    RETURNING e.id, (e.xmax = 0) AS inserted
 ), content AS (
     INSERT INTO email_message_contents AS c (stored_email_id, raw_mime, byte_length, sha256)
     SELECT email.id, $13, $14, $15 FROM email WHERE $13::bytea IS NOT NULL
@@ -91,25 +159,78 @@ WITH email AS (
         sha256      = excluded.sha256,
         stored_at   = now()
     WHERE c.sha256 IS DISTINCT FROM excluded.sha256
-)
-SELECT id FROM email`
+)`
+	if extraction == 1 {
+		sql += `, earlier_participants AS (
+    DELETE FROM email_participants p USING email WHERE p.stored_email_id = email.id AND NOT email.inserted
+), earlier_attachments AS (
+    DELETE FROM email_attachments a USING email WHERE a.stored_email_id = email.id AND NOT email.inserted
+)`
+	}
+	return sql + `
+SELECT id, inserted FROM email`
+}
+
+// Upserted is what storing an occurrence did.
+type Upserted struct {
+	// ID is the local id of its stored email.
+	ID uuid.UUID
+	// Inserted: the occurrence was not stored before.
+	Inserted bool
+}
 
 // UpsertOccurrence stores o in one statement and returns the local id of
 // its stored email: a new UUIDv7 the first time, the same id every time
 // after. Storing an occurrence again overwrites its metadata and, when the
-// SHA-256 differs, its content; it never duplicates it.
+// SHA-256 differs, its content; it never duplicates it. With o.Extracted,
+// the extraction's columns are stored by the same statement.
 //
 // Text the server supplied (subject, Message-ID, flags) is stored as valid
 // UTF-8 without NUL characters, which PostgreSQL text cannot hold; invalid
 // sequences become U+FFFD. remote_flags_observed_at is left alone: flags
 // are observed by the reconciliation pass.
 func UpsertOccurrence(ctx context.Context, q Querier, o Occurrence) (uuid.UUID, error) {
-	if err := validateOccurrence(o); err != nil {
+	sql, args, err := upsertOccurrenceStatement(o)
+	if err != nil {
 		return uuid.Nil, err
+	}
+	var res Upserted
+	err = scanUpserted(q.QueryRow(ctx, sql, args...), o, &res)
+	return res.ID, err
+}
+
+// QueueUpsertOccurrence queues UpsertOccurrence's statement on b; when the
+// batch's results are read, res receives what it did (or reading fails with
+// UpsertOccurrence's errors).
+func QueueUpsertOccurrence(b *pgx.Batch, o Occurrence, res *Upserted) error {
+	sql, args, err := upsertOccurrenceStatement(o)
+	if err != nil {
+		return err
+	}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		return scanUpserted(row, o, res)
+	})
+	return nil
+}
+
+func scanUpserted(row pgx.Row, o Occurrence, res *Upserted) error {
+	err := row.Scan(&res.ID, &res.Inserted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w (account %d, folder %d)", ErrForeignFolder, o.AccountID, o.FolderID)
+	case err != nil:
+		return fmt.Errorf("mailstore: upsert occurrence (folder %d, UIDVALIDITY %d, UID %d): %w", o.FolderID, o.UIDValidity, o.UID, err)
+	}
+	return nil
+}
+
+func upsertOccurrenceStatement(o Occurrence) (string, []any, error) {
+	if err := validateOccurrence(o); err != nil {
+		return "", nil, err
 	}
 	newID, err := uuid.NewV7()
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("mailstore: upsert occurrence: mint an id: %w", err)
+		return "", nil, fmt.Errorf("mailstore: upsert occurrence: mint an id: %w", err)
 	}
 	var (
 		length *int64
@@ -123,20 +244,48 @@ func UpsertOccurrence(ctx context.Context, q Querier, o Occurrence) (uuid.UUID, 
 	for i, f := range o.Flags {
 		flags[i] = cleanText(f)
 	}
-
-	var id uuid.UUID
-	err = q.QueryRow(ctx, upsertOccurrenceSQL,
-		newID, o.AccountID, o.FolderID, int64(o.UIDValidity), int64(o.UID), string(o.Availability),
-		o.Size, optionalTime(o.InternalDate), flags, optionalText(o.Subject), optionalText(o.MessageID), optionalTime(o.SentAt),
-		o.Raw, length, digest,
-	).Scan(&id)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return uuid.Nil, fmt.Errorf("%w (account %d, folder %d)", ErrForeignFolder, o.AccountID, o.FolderID)
-	case err != nil:
-		return uuid.Nil, fmt.Errorf("mailstore: upsert occurrence (folder %d, UIDVALIDITY %d, UID %d): %w", o.FolderID, o.UIDValidity, o.UID, err)
+	subject, messageID, sentAt := optionalText(o.Subject), optionalText(o.MessageID), optionalTime(o.SentAt)
+	sql := upsertOccurrenceSQL
+	var extracted []any
+	if x := o.Extracted; x != nil {
+		sql = upsertUnreadableOccurrenceSQL
+		var failure *string
+		receivedAt := (*time.Time)(nil)
+		inReplyTo, references := []string{}, []string{}
+		if x.Readable {
+			sql = upsertReadableOccurrenceSQL
+			if s := optionalText(x.Subject); s != nil {
+				subject = s
+			}
+			if s := optionalText(x.MessageID); s != nil {
+				messageID = s
+			}
+			if x.SentAt != nil {
+				sentAt = x.SentAt
+			}
+			receivedAt = x.ReceivedAt
+			inReplyTo, references = cleanTexts(x.InReplyTo), cleanTexts(x.References)
+		} else {
+			failure = &x.Failure
+		}
+		extracted = []any{x.Readable, failure, receivedAt, inReplyTo, references,
+			x.AttachmentCount, x.AttachmentDecodedBytes, x.InlineResourceCount,
+			x.Encrypted, x.UnverifiedSignature, x.TNEF}
 	}
-	return id, nil
+	args := append([]any{
+		newID, o.AccountID, o.FolderID, int64(o.UIDValidity), int64(o.UID), string(o.Availability),
+		o.Size, optionalTime(o.InternalDate), flags, subject, messageID, sentAt,
+		o.Raw, length, digest,
+	}, extracted...)
+	return sql, args, nil
+}
+
+func cleanTexts(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = cleanText(s)
+	}
+	return out
 }
 
 func validateOccurrence(o Occurrence) error {
@@ -155,7 +304,7 @@ func validateOccurrence(o Occurrence) error {
 			return fmt.Errorf("mailstore: upsert occurrence %s: Available without content", id)
 		}
 	case ExceededSizeLimit:
-		if o.Raw != nil {
+		if o.Raw != nil || o.Extracted != nil {
 			return fmt.Errorf("mailstore: upsert occurrence %s: content given for an occurrence over the size limit", id)
 		}
 	default:

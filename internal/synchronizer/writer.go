@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailfathom/mailfathom/internal/extraction"
@@ -12,8 +13,8 @@ import (
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
-// writer writes occurrences into an open transaction, one statement each as
-// they arrive (so no payload waits in memory for a batch), and commits the
+// writer writes occurrences into an open transaction, one round trip each
+// as they arrive (so no payload waits in memory for a batch), and commits the
 // transaction in groups.
 type writer struct {
 	db            DB
@@ -38,17 +39,15 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 		}
 		w.tx = tx
 	}
-	id, err := mailstore.UpsertOccurrence(ctx, w.tx, o)
-	if err != nil {
-		return err
-	}
+	// The extraction runs before the write so the stored_emails row is
+	// written once, and the message's statements go in one round trip.
+	var rec *searchindex.Record
 	if o.Raw != nil {
-		rec := extraction.Record(id, o.Raw, w.extraction)
-		w.lastReadable = rec.Readable
-		if err := searchindex.Write(ctx, w.tx, rec); err != nil {
-			return err
-		}
-	} else if err := searchindex.InsertEnvelopeDocument(ctx, w.tx, id); err != nil {
+		r := extraction.Record(uuid.Nil, o.Raw, w.extraction)
+		w.lastReadable = r.Readable
+		rec = &r
+	}
+	if _, err := searchindex.WriteOccurrence(ctx, w.tx, o, rec); err != nil {
 		return err
 	}
 	w.messages++
