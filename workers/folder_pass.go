@@ -58,7 +58,15 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	if err != nil {
 		return failUnit(ctx, logger, err)
 	}
+	// A second connection lets PostgreSQL store two messages at once; it
+	// holds no lock, so it is an ordinary pooled connection.
+	second, err := w.deps.Pool.Acquire(ctx)
+	if err != nil {
+		return failUnit(ctx, logger, err)
+	}
+	defer second.Release()
 	rep, err := synchronizer.ForwardPass(ctx, conn, sess, binding, synchronizer.Limits{
+		SecondWriter:    second,
 		BatchSize:       cfg.Sync.MaxMetadataBatchSize,
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,
 		MaxRawMimeBytes: cfg.Sync.MaxRawMimeBytes,

@@ -54,7 +54,7 @@ const (
 		ON CONFLICT (stored_email_id) DO NOTHING`
 )
 
-// WriteOccurrence stores one fetched occurrence and what extraction found
+// SendOccurrence stores one fetched occurrence and what extraction found
 // in its content in one round trip: the stored_emails row is written once,
 // with the extracted metadata (mailstore.UpsertOccurrence with
 // o.Extracted), followed by the record's participants, attachments and
@@ -62,9 +62,14 @@ const (
 // limit); the occurrence then gets the envelope document. The behaviour is
 // that of UpsertOccurrence followed by Write (or InsertEnvelopeDocument),
 // and rec.StoredEmailID is set to the stored email's id.
-func WriteOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec *Record) (uuid.UUID, error) {
+//
+// It sends the write and returns without reading the answer, so the
+// server stores one message while the caller reads and extracts the next; the payload has been handed to the connection by then and is not
+// held. The caller must Wait before using the connection again (pgx allows
+// one batch in flight per connection), and an error surfaces at Wait.
+func SendOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec *Record) (*PendingOccurrence, error) {
 	if (rec == nil) != (o.Raw == nil) {
-		return uuid.Nil, fmt.Errorf("searchindex: write occurrence (folder %d, UID %d): a record goes with content and only with it", o.FolderID, o.UID)
+		return nil, fmt.Errorf("searchindex: write occurrence (folder %d, UID %d): a record goes with content and only with it", o.FolderID, o.UID)
 	}
 	if rec != nil {
 		o.Extracted = extracted(rec)
@@ -72,7 +77,7 @@ func WriteOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec
 	b := &pgx.Batch{}
 	var res mailstore.Upserted
 	if err := mailstore.QueueUpsertOccurrence(b, o, &res); err != nil {
-		return uuid.Nil, err
+		return nil, err
 	}
 	ident := []any{o.AccountID, o.FolderID, int64(o.UIDValidity), int64(o.UID)}
 	with := func(args ...any) []any { return append(append([]any{}, ident...), args...) }
@@ -101,16 +106,42 @@ func WriteOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec
 			truncate(clean(rec.Subject), MaxSubjectCopyChars), participantCopy(rec.Participants),
 			clean(rec.Text), clean(rec.Untrimmed))...)
 	}
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		if res.ID == uuid.Nil {
+	p := &PendingOccurrence{results: q.SendBatch(ctx, b), res: &res, rec: rec, folderID: o.FolderID, uid: o.UID}
+	return p, nil
+}
+
+// PendingOccurrence is a write SendOccurrence sent and nobody has read the
+// answer of yet. Wait must be called before the connection is used again.
+type PendingOccurrence struct {
+	results  pgx.BatchResults
+	res      *mailstore.Upserted
+	rec      *Record
+	folderID int64
+	uid      uint32
+}
+
+// Wait reads the server's answer and returns the stored email's id; it
+// sets rec.StoredEmailID.
+func (p *PendingOccurrence) Wait() (uuid.UUID, error) {
+	if err := p.results.Close(); err != nil {
+		if p.res.ID == uuid.Nil {
 			return uuid.Nil, err // the upsert's own error, already described
 		}
-		return uuid.Nil, fmt.Errorf("searchindex: write the extraction of occurrence (folder %d, UID %d): %w", o.FolderID, o.UID, err)
+		return uuid.Nil, fmt.Errorf("searchindex: write the extraction of occurrence (folder %d, UID %d): %w", p.folderID, p.uid, err)
 	}
-	if rec != nil {
-		rec.StoredEmailID = res.ID
+	if p.rec != nil {
+		p.rec.StoredEmailID = p.res.ID
 	}
-	return res.ID, nil
+	return p.res.ID, nil
+}
+
+// WriteOccurrence is SendOccurrence followed by Wait.
+func WriteOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec *Record) (uuid.UUID, error) {
+	p, err := SendOccurrence(ctx, q, o, rec)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return p.Wait()
 }
 
 // extracted is the part of rec stored on the stored_emails row, cleaned

@@ -65,9 +65,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}
 	// Account and folder jobs each hold one connection for their whole
-	// run (their concurrency slots are advisory locks on it), and River
-	// needs a few of its own: the pool is never smaller than that.
-	maxConns := max(opts.DatabaseMaxConns, int32(opts.QueueWorkers[jobs.QueueAccounts]+opts.QueueWorkers[jobs.QueueFolders]+4))
+	// run (their concurrency slots are advisory locks on it), a folder pass
+	// writes through a second, and River and the liveness lock need a few of
+	// their own: the pool is never smaller than that.
+	maxConns := max(opts.DatabaseMaxConns, int32(opts.QueueWorkers[jobs.QueueAccounts]+2*opts.QueueWorkers[jobs.QueueFolders]+5))
 	pool, err := database.Open(ctx, database.Options{
 		ConnString: connString,
 		Password:   opts.DatabasePassword,

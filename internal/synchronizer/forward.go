@@ -69,6 +69,11 @@ type Limits struct {
 	// Extraction bounds the MIME reader that derives each stored message's
 	// metadata and search document from the payload just fetched.
 	Extraction mimex.Limits
+	// SecondWriter, when set, is a second connection the pass writes
+	// through beside its own, so two PostgreSQL backends store messages at
+	// once; storing a message costs PostgreSQL far more CPU than reading it.
+	// The caller owns it.
+	SecondWriter DB
 	// AfterFinalCheckpoint, when set, runs in the same transaction as the
 	// pass's final checkpoint write (the one a pass that leaves no work
 	// behind always makes), which is where the reconciliation window that
@@ -280,7 +285,7 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 	}
 	c.vanished = len(batch) - len(byUID)
 
-	w := &writer{db: p.db, groupMessages: p.lim.GroupMessages, groupBytes: p.lim.GroupBytes, extraction: p.lim.Extraction}
+	w := newWriter(p.writers(), p.lim.GroupMessages, p.lim.GroupBytes, p.lim.Extraction)
 	defer w.rollback(ctx)
 
 	var fetch []uint32
@@ -361,4 +366,11 @@ func below(uids []uint32, uidNext uint32) []uint32 {
 		}
 	}
 	return out
+}
+
+func (p *pass) writers() []DB {
+	if p.lim.SecondWriter != nil {
+		return []DB{p.db, p.lim.SecondWriter}
+	}
+	return []DB{p.db}
 }

@@ -2,6 +2,7 @@ package synchronizer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -13,11 +14,22 @@ import (
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
-// writer writes occurrences into an open transaction, one round trip each
-// as they arrive (so no payload waits in memory for a batch), and commits the
-// transaction in groups.
+// writer writes occurrences into open transactions, one round trip each as
+// they arrive (so no payload waits in memory for a batch), and commits them
+// in groups.
+//
+// A message's write is sent without waiting for its answer: the payload has
+// been handed to the connection by then, so only the message being read is
+// held. Writes alternate between the writer's lanes — the pass's own
+// connection and, when the pass has one, a second — so two PostgreSQL
+// backends store messages at once while the session reads the next; a
+// lane's previous answer is read just before its next write is sent. The
+// lanes commit together at the end of a group; a crash between the two
+// commits leaves only idempotent writes for the next pass to repeat, and
+// the checkpoint moves only after both committed.
 type writer struct {
-	db            DB
+	lanes         []*lane
+	next          int
 	groupMessages int
 	groupBytes    int64
 	extraction    mimex.Limits
@@ -26,19 +38,37 @@ type writer struct {
 	// MIME.
 	lastReadable bool
 
-	tx       pgx.Tx
 	messages int
 	bytes    int64
 }
 
-func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
-	if w.tx == nil {
-		tx, err := w.db.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("synchronizer: begin: %w", err)
-		}
-		w.tx = tx
+// lane is one connection's open transaction and its write in flight.
+type lane struct {
+	db      DB
+	tx      pgx.Tx
+	pending *searchindex.PendingOccurrence
+}
+
+func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits) *writer {
+	w := &writer{groupMessages: groupMessages, groupBytes: groupBytes, extraction: lim}
+	for _, db := range dbs {
+		w.lanes = append(w.lanes, &lane{db: db})
 	}
+	return w
+}
+
+// wait reads the answer of the lane's write in flight, if any.
+func (l *lane) wait() error {
+	if l.pending == nil {
+		return nil
+	}
+	p := l.pending
+	l.pending = nil
+	_, err := p.Wait()
+	return err
+}
+
+func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 	// The extraction runs before the write so the stored_emails row is
 	// written once, and the message's statements go in one round trip.
 	var rec *searchindex.Record
@@ -47,9 +77,23 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 		w.lastReadable = r.Readable
 		rec = &r
 	}
-	if _, err := searchindex.WriteOccurrence(ctx, w.tx, o, rec); err != nil {
+	l := w.lanes[w.next]
+	w.next = (w.next + 1) % len(w.lanes)
+	if err := l.wait(); err != nil {
 		return err
 	}
+	if l.tx == nil {
+		tx, err := l.db.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("synchronizer: begin: %w", err)
+		}
+		l.tx = tx
+	}
+	p, err := searchindex.SendOccurrence(ctx, l.tx, o, rec)
+	if err != nil {
+		return err
+	}
+	l.pending = p
 	w.messages++
 	w.bytes += int64(len(o.Raw))
 	if w.messages >= w.groupMessages || w.bytes >= w.groupBytes {
@@ -58,21 +102,35 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 	return nil
 }
 
+// commit reads every answer in flight and commits every lane.
 func (w *writer) commit(ctx context.Context) error {
-	if w.tx == nil {
-		return nil
+	w.messages, w.bytes = 0, 0
+	for _, l := range w.lanes {
+		if err := l.wait(); err != nil {
+			return err
+		}
 	}
-	tx := w.tx
-	w.tx, w.messages, w.bytes = nil, 0, 0
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("synchronizer: commit: %w", err)
+	for _, l := range w.lanes {
+		if l.tx == nil {
+			continue
+		}
+		tx := l.tx
+		l.tx = nil
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("synchronizer: commit: %w", err)
+		}
 	}
 	return nil
 }
 
 func (w *writer) rollback(ctx context.Context) {
-	if w.tx != nil {
-		_ = w.tx.Rollback(context.WithoutCancel(ctx))
-		w.tx = nil
+	var errs []error
+	for _, l := range w.lanes {
+		errs = append(errs, l.wait())
+		if l.tx != nil {
+			_ = l.tx.Rollback(context.WithoutCancel(ctx))
+			l.tx = nil
+		}
 	}
+	_ = errors.Join(errs...)
 }
