@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // usernameChars are the characters a username may contain: Dovecot's
@@ -135,3 +136,32 @@ func (u *User) Password() string { return u.password }
 
 // Home returns the user's home directory; mail is in Home()/Maildir.
 func (u *User) Home() string { return u.home }
+
+// SetPassword changes the user's password on the running server, as an
+// operator rotating a credential would. Dovecot re-reads a passwd-file when
+// its modification time changes, which it compares to the second, and
+// looks at most once a second, so the file's time is moved forward past any
+// earlier write and SetPassword returns only after that second has passed.
+func (u *User) SetPassword(password string) {
+	u.t.Helper()
+	if password == "" || strings.ContainsAny(password, ":\r\n\x00") {
+		u.t.Fatalf("dovecot: invalid password")
+	}
+	in := u.srv.in
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	path := filepath.Join(in.params.usersDir(), u.name)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(u.name+":{PLAIN}"+password+"::::::\n"), 0o644); err != nil {
+		u.t.Fatalf("dovecot: set password: %v", err)
+	}
+	later := time.Now().Add(2 * time.Second)
+	if err := os.Chtimes(tmp, later, later); err != nil {
+		u.t.Fatalf("dovecot: set password: %v", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		u.t.Fatalf("dovecot: set password: %v", err)
+	}
+	u.password = password
+	time.Sleep(1100 * time.Millisecond)
+}
