@@ -35,3 +35,16 @@ func TestRotatedPasswordIsUsedByTheNextRun(t *testing.T) {
 	require.NotContains(t, logs, old)
 	require.NotContains(t, logs, rotated)
 }
+
+// TestInlineTrustAnchor gives the trusted authority as PEM text in the
+// setting itself, which the ReferenceOrInline mode allows.
+func TestInlineTrustAnchor(t *testing.T) {
+	t.Parallel()
+	b := setupSync(t)
+	b.env["MAILFATHOM_SECRET_INTERPRETATION_MODE"] = "ReferenceOrInline"
+	b.env["MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY"] = string(b.server.CA().CA.CertPEM)
+	seed(t, b.user, "INBOX", 2, 31)
+	b.start(t)
+	b.waitIdle(t)
+	require.Len(t, b.stored(t, "INBOX"), 2)
+}

@@ -39,6 +39,10 @@ type Config struct {
 	UI UI
 	// Log is the process log's format and level.
 	Log Log
+	// SecretInterpretationMode is MAILFATHOM_SECRET_INTERPRETATION_MODE:
+	// whether a trusted certificate authority is given as a secret
+	// reference, as the PEM text itself, or either. Default ReferenceOnly.
+	SecretInterpretationMode InterpretationMode
 	// MigrateOnStart is MAILFATHOM_MIGRATE_ON_START: whether serve applies
 	// the schema and River migrations before starting. Default true.
 	MigrateOnStart bool

@@ -20,8 +20,9 @@ func TestLoadDefaults(t *testing.T) {
 			UI:       UI{Enabled: true, Username: "admin"},
 			Log:      Log{Format: LogFormatJSON, Level: LogLevelInfo},
 
-			MigrateOnStart: true,
-			Queues:         Queues{Accounts: 0, Folders: 0, Backfill: 1, Mutations: 0, Embeddings: 2},
+			SecretInterpretationMode: ReferenceOnly,
+			MigrateOnStart:           true,
+			Queues:                   Queues{Accounts: 0, Folders: 0, Backfill: 1, Mutations: 0, Embeddings: 2},
 			Sync: Sync{
 				Enabled:                        false,
 				Interval:                       5 * time.Minute,
@@ -320,4 +321,49 @@ func TestLogLevelSlog(t *testing.T) {
 	require.Equal(t, "INFO", LogLevelInfo.Slog().String())
 	require.Equal(t, "WARN", LogLevelWarn.Slog().String())
 	require.Equal(t, "ERROR", LogLevelError.Slog().String())
+}
+
+func TestTrustAnchorInterpretationModes(t *testing.T) {
+	t.Parallel()
+	account := func(anchor string, mode string) []string {
+		env := []string{
+			"MAILFATHOM_ACCOUNTS_0_ID=primary",
+			"MAILFATHOM_ACCOUNTS_0_HOST=imap.example.test",
+			"MAILFATHOM_ACCOUNTS_0_USERNAME=user",
+			"MAILFATHOM_ACCOUNTS_0_PASSWORD=file:/run/secrets/imap",
+			"MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST=AdditionalTrustedAuthority",
+			"MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY=" + anchor,
+		}
+		if mode != "" {
+			env = append(env, "MAILFATHOM_SECRET_INTERPRETATION_MODE="+mode)
+		}
+		return env
+	}
+	const pem = "-----BEGIN CERTIFICATE-----\nMIIB-inline-material\n-----END CERTIFICATE-----"
+
+	// ReferenceOnly (the default): inline material is refused, without
+	// echoing it.
+	_, err := Load(account(pem, ""))
+	require.ErrorContains(t, err, "MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY")
+	require.NotContains(t, err.Error(), "inline-material")
+
+	// ReferenceOrInline: a reference stays a reference, anything else is
+	// inline material and is not listed for resolution.
+	cfg, err := Load(account("file:/run/secrets/ca.pem", "ReferenceOrInline"))
+	require.NoError(t, err)
+	require.Equal(t, "file", cfg.Accounts[0].TransportSecurity.TrustedCertificateAuthority.Scheme)
+	cfg, err = Load(account(pem, "ReferenceOrInline"))
+	require.NoError(t, err)
+	require.Equal(t, pem, cfg.Accounts[0].TransportSecurity.TrustedCertificateAuthorityInline)
+	for _, r := range cfg.SecretReferences() {
+		require.NotContains(t, r.Variable, "TRUSTED_CERTIFICATE_AUTHORITY")
+	}
+
+	// InlineOnly: always material.
+	cfg, err = Load(account("file:/looks/like/a/reference", "InlineOnly"))
+	require.NoError(t, err)
+	require.Equal(t, "file:/looks/like/a/reference", cfg.Accounts[0].TransportSecurity.TrustedCertificateAuthorityInline)
+
+	_, err = Load(account(pem, "Inline"))
+	require.ErrorContains(t, err, "MAILFATHOM_SECRET_INTERPRETATION_MODE")
 }

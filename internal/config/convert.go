@@ -18,6 +18,9 @@ type converter struct {
 	// set holds the MAILFATHOM_ variables present with a non-blank value.
 	set map[string]bool
 	now time.Time
+	// interpretation is SECRET_INTERPRETATION_MODE, converted before the
+	// accounts it governs.
+	interpretation InterpretationMode
 }
 
 func (c *converter) add(variable, format string, args ...any) {

@@ -126,6 +126,7 @@ func (c *Config) EffectiveQueueWorkers() Queues {
 
 type rawService struct {
 	HTTPAddr          string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	InterpretMode     string `env:"SECRET_INTERPRETATION_MODE" envDefault:"ReferenceOnly"`
 	UIEnabled         string `env:"UI_ENABLED" envDefault:"true"`
 	UIUsername        string `env:"UI_USERNAME" envDefault:"admin"`
 	UIPassword        string `env:"UI_PASSWORD"`
@@ -140,6 +141,13 @@ type rawService struct {
 }
 
 func convertService(c *converter, raw rawService, cfg *Config) {
+	if mode, ok := enum(c, Prefix+"SECRET_INTERPRETATION_MODE", raw.InterpretMode, InterpretationModes); ok {
+		cfg.SecretInterpretationMode = mode
+	} else {
+		cfg.SecretInterpretationMode = ReferenceOnly
+	}
+	c.interpretation = cfg.SecretInterpretationMode
+
 	cfg.HTTP.Addr = raw.HTTPAddr
 	if host, port, err := net.SplitHostPort(raw.HTTPAddr); err != nil || strings.ContainsAny(host, " \t") {
 		c.add(Prefix+"HTTP_ADDR", "must be host:port, such as 127.0.0.1:8080 or 0.0.0.0:8080")

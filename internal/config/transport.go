@@ -141,7 +141,30 @@ type TransportSecurity struct {
 	// MAILFATHOM_ACCOUNTS_<i>_TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD, a
 	// secret reference to a PKCS#12 bundle's password. Zero by default.
 	TrustedCertificateAuthorityPassword secret.Reference
+	// TrustedCertificateAuthorityInline is the PEM text of the trusted
+	// certificate authority when the interpretation mode lets
+	// TRUSTED_CERTIFICATE_AUTHORITY carry the material itself (a public
+	// certificate leaks nothing); empty when it is a reference.
+	TrustedCertificateAuthorityInline string
 }
+
+// InterpretationMode says how a trust-anchor setting's value is read.
+type InterpretationMode string
+
+// The interpretation modes.
+const (
+	// ReferenceOnly reads the value as a <scheme>:<target> reference only:
+	// no material ever sits in configuration. The default.
+	ReferenceOnly InterpretationMode = "ReferenceOnly"
+	// ReferenceOrInline reads a value that parses as a reference as one,
+	// and anything else as inline PEM.
+	ReferenceOrInline InterpretationMode = "ReferenceOrInline"
+	// InlineOnly reads the value as inline PEM.
+	InlineOnly InterpretationMode = "InlineOnly"
+)
+
+// InterpretationModes lists the modes in documentation order.
+var InterpretationModes = []InterpretationMode{ReferenceOnly, ReferenceOrInline, InlineOnly}
 
 type rawTransport struct {
 	ConnectionSecurity                                    string `env:"CONNECTION_SECURITY" envDefault:"TlsOnConnect"`
@@ -165,7 +188,14 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 	t.AllowClearTextAuthenticationOverUnencryptedConnection = c.boolean(v("ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION"), raw.AllowClearTextAuthenticationOverUnencryptedConnection)
 	trust, trustOK := enum(c, v("CERTIFICATE_TRUST"), raw.CertificateTrust, CertificateTrusts)
 	t.CertificateTrust = trust
-	t.TrustedCertificateAuthority = c.reference(v("TRUSTED_CERTIFICATE_AUTHORITY"), raw.TrustedCertificateAuthority)
+	switch ref, err := secret.ParseReference(raw.TrustedCertificateAuthority); {
+	case raw.TrustedCertificateAuthority == "":
+	case c.interpretation == InlineOnly, c.interpretation == ReferenceOrInline && err != nil:
+		t.TrustedCertificateAuthorityInline = raw.TrustedCertificateAuthority
+	default:
+		_ = ref
+		t.TrustedCertificateAuthority = c.reference(v("TRUSTED_CERTIFICATE_AUTHORITY"), raw.TrustedCertificateAuthority)
+	}
 	t.TrustedCertificateAuthorityPassword = c.reference(v("TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD"), raw.TrustedCertificateAuthorityPassword)
 
 	if ok && t.ConnectionSecurity.CanStayUnencrypted() {

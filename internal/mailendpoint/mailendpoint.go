@@ -38,7 +38,7 @@ func Find(cfg *config.Config, id string) (config.Account, bool) {
 // the anchor is loaded through resolver now, that is once per work unit, so
 // a replaced anchor file is used by the next run without a restart; it is
 // the only root the server's chain is validated against.
-func Endpoint(ctx context.Context, a config.Account, resolver *secret.Resolver) (imapx.Endpoint, error) {
+func Endpoint(ctx context.Context, a config.Account, mode config.InterpretationMode, resolver *secret.Resolver) (imapx.Endpoint, error) {
 	ep := imapx.Endpoint{
 		AccountID: a.ID,
 		Host:      a.Host,
@@ -51,7 +51,7 @@ func Endpoint(ctx context.Context, a config.Account, resolver *secret.Resolver) 
 		AllowClearTextOverUnencrypted: a.TransportSecurity.AllowClearTextAuthenticationOverUnencryptedConnection,
 	}
 	if a.TransportSecurity.CertificateTrust == config.AdditionalTrustedAuthority {
-		anchor, err := LoadAnchor(ctx, a, resolver)
+		anchor, err := LoadAnchor(ctx, a, mode, resolver)
 		if err != nil {
 			return imapx.Endpoint{}, err
 		}
@@ -60,15 +60,25 @@ func Endpoint(ctx context.Context, a config.Account, resolver *secret.Resolver) 
 	return ep, nil
 }
 
-// LoadAnchor loads the account's additional trusted authority, resolving
-// its material (and a bundle's password) afresh. Failures are
-// *trustanchor.LoadError, named, without material.
-func LoadAnchor(ctx context.Context, a config.Account, resolver *secret.Resolver) (*trustanchor.Anchor, error) {
+// LoadAnchor loads the account's additional trusted authority under the
+// deployment's interpretation mode: from its reference, resolving the
+// material (and a bundle's password) afresh, or from the PEM the setting
+// carries itself. Failures are *trustanchor.LoadError, named, without
+// material.
+func LoadAnchor(ctx context.Context, a config.Account, mode config.InterpretationMode, resolver *secret.Resolver) (*trustanchor.Anchor, error) {
 	ts := a.TransportSecurity
 	var password *secret.Reference
 	if !ts.TrustedCertificateAuthorityPassword.IsZero() {
 		pw := ts.TrustedCertificateAuthorityPassword
 		password = &pw
 	}
-	return trustanchor.Load(ctx, resolver, trustanchor.FromReference(ts.TrustedCertificateAuthority), password, trustanchor.ReferenceOnly)
+	m, err := trustanchor.ParseInterpretationMode(string(mode))
+	if err != nil {
+		return nil, err
+	}
+	src := trustanchor.FromReference(ts.TrustedCertificateAuthority)
+	if ts.TrustedCertificateAuthorityInline != "" {
+		src = trustanchor.FromValue(ts.TrustedCertificateAuthorityInline)
+	}
+	return trustanchor.Load(ctx, resolver, src, password, m)
 }

@@ -53,7 +53,7 @@ func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Reso
 		if a.TransportSecurity.CertificateTrust != config.AdditionalTrustedAuthority {
 			continue
 		}
-		anchor, err := mailendpoint.LoadAnchor(ctx, a, resolver)
+		anchor, err := mailendpoint.LoadAnchor(ctx, a, cfg.SecretInterpretationMode, resolver)
 		if err != nil {
 			// A *trustanchor.LoadError names its failure in brackets and
 			// carries no material.
