@@ -162,7 +162,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 // discover lists the account's folders over one read-only session and
 // resolves every configured alias.
 func (w *AccountRunWorker) discover(ctx context.Context, account config.Account) ([]folders.Resolution, error) {
-	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.Config.SecretInterpretationMode, w.deps.Resolver)
+	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.endpointEnv())
 	if err != nil {
 		return nil, err
 	}

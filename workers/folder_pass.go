@@ -50,7 +50,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	defer unit.release()
 	account, conn, binding := unit.account, unit.conn, unit.binding
 
-	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.Config.SecretInterpretationMode, w.deps.Resolver)
+	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.endpointEnv())
 	if err != nil {
 		return failUnit(ctx, logger, err)
 	}

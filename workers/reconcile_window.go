@@ -67,7 +67,7 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 		return err
 	}
 
-	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.Config.SecretInterpretationMode, w.deps.Resolver)
+	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.endpointEnv())
 	if err != nil {
 		return failUnit(ctx, logger, err)
 	}

@@ -23,6 +23,8 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
@@ -43,9 +45,18 @@ type Dependencies struct {
 	OpenSession func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// Resilience holds the outbound resilience pipelines every mailbox and
+	// authorization-server call runs under. Default: one built from the
+	// configuration's budgets, registering no metrics.
+	Resilience *resilience.Registry
 }
 
-func (d Dependencies) withDefaults() Dependencies {
+// endpointEnv is what mailendpoint needs to build an account's endpoint.
+func (d Dependencies) endpointEnv() mailendpoint.Env {
+	return mailendpoint.Env{Mode: d.Config.SecretInterpretationMode, Resolver: d.Resolver, Registry: d.Resilience}
+}
+
+func (d Dependencies) withDefaults() (Dependencies, error) {
 	d.Resolver = cmp.Or(d.Resolver, &secret.Resolver{})
 	d.Logger = cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
 	if d.OpenSession == nil {
@@ -56,7 +67,14 @@ func (d Dependencies) withDefaults() Dependencies {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return d
+	if d.Resilience == nil {
+		reg, err := resilience.NewRegistry(resilience.BudgetsFromConfig(d.Config.Resilience), nil, d.Logger, nil)
+		if err != nil {
+			return d, err
+		}
+		d.Resilience = reg
+	}
+	return d, nil
 }
 
 // Register adds every MailFathom worker to ws.
@@ -64,7 +82,10 @@ func Register(ws *river.Workers, deps Dependencies) error {
 	if ws == nil || deps.Pool == nil || deps.Config == nil {
 		return errors.New("workers: a registry, a pool and a configuration are required")
 	}
-	deps = deps.withDefaults()
+	deps, err := deps.withDefaults()
+	if err != nil {
+		return err
+	}
 	river.AddWorker(ws, &AccountRunWorker{deps: deps})
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
 	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})

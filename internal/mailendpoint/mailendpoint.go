@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/trustanchor"
 )
@@ -34,11 +35,25 @@ func Find(cfg *config.Config, id string) (config.Account, bool) {
 	return config.Account{}, false
 }
 
+// Env is what building an endpoint needs besides the account: how secret
+// settings are read and where they are resolved.
+type Env struct {
+	// Mode is the deployment's MAILFATHOM_SECRET_INTERPRETATION_MODE.
+	Mode config.InterpretationMode
+	// Resolver resolves secret references. Required.
+	Resolver *secret.Resolver
+	// Registry holds the outbound resilience pipelines; an OAuth account's
+	// token request runs under its MailAuthorizationServerInvocation
+	// pipeline keyed by the account.
+	Registry *resilience.Registry
+}
+
 // Endpoint builds the endpoint of account a. With AdditionalTrustedAuthority
-// the anchor is loaded through resolver now, that is once per work unit, so
-// a replaced anchor file is used by the next run without a restart; it is
+// the anchor is loaded through env.Resolver now, that is once per work unit,
+// so a replaced anchor file is used by the next run without a restart; it is
 // the only root the server's chain is validated against.
-func Endpoint(ctx context.Context, a config.Account, mode config.InterpretationMode, resolver *secret.Resolver) (imapx.Endpoint, error) {
+func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, error) {
+	mode, resolver := env.Mode, env.Resolver
 	ep := imapx.Endpoint{
 		AccountID: a.ID,
 		Host:      a.Host,

@@ -25,6 +25,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/riverui"
@@ -110,7 +111,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	ws := river.NewWorkers()
-	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: opts.Resolver, Logger: logger}
+	pipelines, err := resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, logger, reg)
+	if err != nil {
+		return fmt.Errorf("resilience: %w", err)
+	}
+	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: opts.Resolver, Logger: logger, Resilience: pipelines}
 	if err := workers.Register(ws, deps); err != nil {
 		return err
 	}
