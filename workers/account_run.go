@@ -11,12 +11,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/folders"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -72,7 +72,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 
 	conn, release, err := acquireWorkConn(ctx, w.deps.Pool, job.ID)
 	if err != nil {
-		return fmt.Errorf("account run: %w", err)
+		return w.fail(ctx, job, logger, fmt.Errorf("account run: %w", err))
 	}
 	defer release()
 	held, err := slots.Acquire(ctx, conn, mailendpoint.AccountKey(account.ID), bounds(cfg))
@@ -80,7 +80,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return river.JobSnooze(deferral())
 	}
 	if err != nil {
-		return err
+		return w.fail(ctx, job, logger, err)
 	}
 	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
 
@@ -162,11 +162,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 // discover lists the account's folders over one read-only session and
 // resolves every configured alias.
 func (w *AccountRunWorker) discover(ctx context.Context, account config.Account) ([]folders.Resolution, error) {
-	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.endpointEnv())
-	if err != nil {
-		return nil, err
-	}
-	sess, err := w.deps.OpenSession(ctx, ep)
+	sess, err := w.deps.openMailbox(ctx, account, resilience.OperationFolderDiscovery)
 	if err != nil {
 		return nil, err
 	}
@@ -187,20 +183,26 @@ func (w *AccountRunWorker) discover(ctx context.Context, account config.Account)
 	return folders.Resolve(mappings, catalog), nil
 }
 
-// fail decides what a failed run becomes. A transient failure goes back to
-// River, which retries it on the run backoff. Anything else is permanent
-// for this run: the account's next run is scheduled on the backoff, so the
-// account keeps being tried for as long as it is configured, and this job
-// is cancelled with the failure's identity visible in River UI.
+// fail decides what a failed run becomes (ClassifyFailure). A failure worth
+// attempting again later goes back to River, which retries it on the run
+// backoff. Anything else is permanent for this run: the account's next run
+// is scheduled on the backoff, so the account keeps being tried for as
+// long as it is configured — once per run, so a rejected password is tried
+// once per run and never in a loop —, and this job is cancelled with the
+// failure's identity visible in River UI.
 func (w *AccountRunWorker) fail(ctx context.Context, job *river.Job[jobs.AccountRun], logger *slog.Logger, err error) error {
 	if ctx.Err() != nil {
 		return err
 	}
 	failures := job.Args.FailuresBefore + job.Attempt
-	if transient(err) {
+	switch ClassifyFailure(err) {
+	case Retry:
 		logger.WarnContext(ctx, "account run failed; retrying on the run backoff",
-			slog.Int("consecutive_failures", failures), slog.String("error_type", fmt.Sprintf("%T", err)), slog.String("error", err.Error()))
+			slog.Int("consecutive_failures", failures), slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
 		return err
+	case Defer:
+		logger.InfoContext(ctx, "account run deferred", slog.String("failure", FailureIdentity(err)))
+		return river.JobSnooze(deferral())
 	}
 	cfg := w.deps.Config
 	wait := RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
@@ -214,8 +216,8 @@ func (w *AccountRunWorker) fail(ctx context.Context, job *river.Job[jobs.Account
 	}
 	logger.WarnContext(ctx, "account run failed permanently; the next run follows the backoff",
 		slog.Int("consecutive_failures", failures), slog.Duration("next_run_in", wait),
-		slog.String("error_type", fmt.Sprintf("%T", err)), slog.String("error", err.Error()))
-	return river.JobCancel(err)
+		slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
+	return cancelJob(err)
 }
 
 // logMappingChange writes the mapping audit record: the one log line that
@@ -238,17 +240,4 @@ func logMappingChange(ctx context.Context, logger *slog.Logger, a audit) {
 
 func bounds(cfg *config.Config) slots.Bounds {
 	return slots.Bounds{MaxAccounts: cfg.Sync.MaxConcurrentAccounts, MaxFoldersPerAccount: cfg.Sync.MaxConcurrentFoldersPerAccount}
-}
-
-// transient reports a failure worth another attempt later: a mailbox
-// transport failure or a database that is briefly unreachable.
-func transient(err error) bool {
-	if imapx.IsTransient(err) {
-		return true
-	}
-	var pgErr interface{ SafeToRetry() bool }
-	if errors.As(err, &pgErr) && pgErr.SafeToRetry() {
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded)
 }

@@ -3,7 +3,6 @@ package workers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,27 +70,29 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 	return &bindingUnit{account: account, conn: conn, binding: binding, release: release}, nil
 }
 
-// failUnit maps a folder-level unit's failure onto River: a persistence
-// conflict defers the folder, a transient failure (or a folder recreated
-// under the unit, which the next attempt starts over) is retried on the run
-// backoff, and anything else is permanent for this unit — the account's
-// next run schedules a new one.
+// failUnit maps a folder-level unit's failure onto River (ClassifyFailure):
+// a persistence conflict defers the folder, a dependency that declined the
+// work (or a folder recreated under the unit, which the next attempt starts
+// over) is retried on the run backoff, and anything else is permanent for
+// this unit — the account's next run schedules a new one.
 func failUnit(ctx context.Context, logger *slog.Logger, err error) error {
-	switch {
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return err
-	case errors.Is(err, mailstore.ErrConcurrencyConflict):
+	}
+	switch ClassifyFailure(err) {
+	case Defer:
 		logger.InfoContext(ctx, "deferred: another run moved the folder's checkpoint first")
 		return river.JobSnooze(deferral())
-	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
-		logger.WarnContext(ctx, "the folder was recreated on the server; the next attempt starts it over")
+	case Retry:
+		if errors.Is(err, imapx.ErrMailboxFolderRecreated) {
+			logger.WarnContext(ctx, "the folder was recreated on the server; the next attempt starts it over")
+		} else {
+			logger.WarnContext(ctx, "deferred: retrying on the run backoff", slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
+		}
 		return err
-	case transient(err):
-		return err
-	default:
-		// imapx.ErrIncompleteAnswer among them: an answer naming a UID
-		// without its flags is never read as the silence of a deletion.
-		logger.WarnContext(ctx, "failed permanently", slog.String("error_type", fmt.Sprintf("%T", err)), slog.String("error", err.Error()))
-		return river.JobCancel(err)
 	}
+	// imapx.ErrIncompleteAnswer among them: an answer naming a UID
+	// without its flags is never read as the silence of a deletion.
+	logger.WarnContext(ctx, "failed permanently", slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
+	return cancelJob(err)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/synchronizer"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -50,11 +49,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	defer unit.release()
 	account, conn, binding := unit.account, unit.conn, unit.binding
 
-	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.endpointEnv())
-	if err != nil {
-		return failUnit(ctx, logger, err)
-	}
-	sess, err := w.deps.OpenSession(ctx, ep)
+	sess, err := w.deps.openMailbox(ctx, account, binding.Alias)
 	if err != nil {
 		return failUnit(ctx, logger, err)
 	}
@@ -80,6 +75,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		},
 	}, logger)
 	closeErr := sess.Close()
+	rep.Recoveries = sess.Recoveries()
 	_ = river.RecordOutput(ctx, rep)
 	logReport(ctx, logger, rep, err)
 	if err != nil {

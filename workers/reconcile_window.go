@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/reconciliation"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -67,11 +66,7 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 		return err
 	}
 
-	ep, err := mailendpoint.Endpoint(ctx, account, w.deps.endpointEnv())
-	if err != nil {
-		return failUnit(ctx, logger, err)
-	}
-	sess, err := w.deps.OpenSession(ctx, ep)
+	sess, err := w.deps.openMailbox(ctx, account, binding.Alias)
 	if err != nil {
 		return failUnit(ctx, logger, err)
 	}

@@ -73,6 +73,9 @@ func Classify(class DependencyClass, err error) Verdict {
 	if errors.Is(err, context.Canceled) {
 		return Canceled
 	}
+	if BudgetSpent(err) {
+		return Terminal
+	}
 	c := FamilyClassifier(class.Family())
 	if c != nil && c.Transient(err) {
 		return Transient
@@ -106,7 +109,7 @@ type MailboxClassifier struct{}
 
 // Transient implements Classifier.
 func (MailboxClassifier) Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || BudgetSpent(err) {
 		return false
 	}
 	return errors.Is(err, ErrAttemptTimeout) || imapx.IsTransient(err)
@@ -129,7 +132,7 @@ type DeliveryClassifier struct{}
 
 // Transient implements Classifier.
 func (DeliveryClassifier) Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || BudgetSpent(err) {
 		return false
 	}
 	if tp, ok := errors.AsType[*textproto.Error](err); ok {
@@ -163,7 +166,7 @@ type DatabaseClassifier struct{}
 
 // Transient implements Classifier.
 func (DatabaseClassifier) Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || mailstore.IsConcurrencyConflict(err) {
+	if err == nil || errors.Is(err, context.Canceled) || BudgetSpent(err) || mailstore.IsConcurrencyConflict(err) {
 		return false
 	}
 	if errors.Is(err, ErrAttemptTimeout) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
@@ -195,7 +198,7 @@ type ProviderClassifier struct{}
 
 // Transient implements Classifier.
 func (ProviderClassifier) Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || BudgetSpent(err) {
 		return false
 	}
 	var hs HTTPStatuser

@@ -71,7 +71,16 @@ var commonCases = []verdictCase{
 	{"nil", nil, resilience.Terminal},
 	{"nested pipeline rejection", unavailable, resilience.Terminal},
 	{"single-layer refusal", resilience.ErrNestedSameClass, resilience.Terminal},
+	{"spent budget over a transient cause", spent{&imapx.TransportError{Op: "UID FETCH", Err: io.EOF}}, resilience.Terminal},
 }
+
+// spent is an adapter's translation of a failure that survived its own
+// pipeline: whatever the cause says, no outer pipeline repeats it.
+type spent struct{ err error }
+
+func (e spent) Error() string     { return "spent: " + e.err.Error() }
+func (e spent) Unwrap() error     { return e.err }
+func (e spent) BudgetSpent() bool { return true }
 
 func TestClassifyMailbox(t *testing.T) {
 	t.Parallel()

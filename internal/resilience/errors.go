@@ -96,3 +96,18 @@ func IsDependencyUnavailable(err error) bool {
 	_, ok := errors.AsType[*DependencyUnavailableError](err)
 	return ok
 }
+
+// BudgetSpent reports whether err, or an error in its chain, declares that
+// a pipeline already spent its resilience budget on it (a method
+// BudgetSpent() bool answering true): a *DependencyUnavailableError, or an
+// adapter's translation of a failure that survived its pipeline. No
+// enclosing pipeline repeats such a failure — that would be a second retry
+// layer around the same call — whatever its cause says about itself.
+func BudgetSpent(err error) bool {
+	var b interface{ BudgetSpent() bool }
+	return errors.As(err, &b) && b.BudgetSpent()
+}
+
+// BudgetSpent is true: a pipeline imposed this limit after spending what it
+// was allowed to (see the package function BudgetSpent).
+func (e *DependencyUnavailableError) BudgetSpent() bool { return true }

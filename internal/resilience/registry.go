@@ -104,6 +104,9 @@ func (r *Registry) Classify(class DependencyClass, err error) Verdict {
 	if errors.Is(err, context.Canceled) {
 		return Canceled
 	}
+	if BudgetSpent(err) {
+		return Terminal
+	}
 	if c := r.classifiers[class]; c != nil && c.Transient(err) {
 		return Transient
 	}
@@ -254,7 +257,7 @@ func (p *pipeline) repeatable(err error) bool {
 		return false
 	case err == timeout.ErrExceeded:
 		return p.classifier.Transient(ErrAttemptTimeout)
-	case isCallerDone(err), errors.Is(err, context.Canceled):
+	case isCallerDone(err), errors.Is(err, context.Canceled), BudgetSpent(err):
 		return false
 	}
 	return p.classifier.Transient(err)

@@ -21,7 +21,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -33,13 +32,16 @@ import (
 )
 
 // Session is the part of a read-only IMAP session the forward pass uses.
-// *imapx.ReadSession implements it.
+// *mailsession.Session implements it: each call runs under the account's
+// resilience pipelines, which re-establish a failed session read-only
+// between attempts, so the pass itself repeats nothing. A session that
+// comes back with another UIDVALIDITY refuses to read
+// (imapx.ErrMailboxFolderRecreated), and the pass ends with that failure.
 type Session interface {
 	Examine(ctx context.Context, path string) (imapx.FolderState, error)
 	SearchUIDs(ctx context.Context, after uint32, since time.Time) ([]uint32, error)
 	FetchMetadata(ctx context.Context, uids []uint32) ([]imapx.MessageMetadata, error)
 	FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error
-	Recover(ctx context.Context) (imapx.FolderState, error)
 }
 
 // DB is where the pass writes: a connection the caller holds for the pass.
@@ -63,9 +65,11 @@ type Limits struct {
 	// and always at the end of a batch. Defaults: 64 messages, 16 MiB.
 	GroupMessages int
 	GroupBytes    int64
-	// Recoveries bounds how many times one pass re-establishes a session
-	// that failed transiently before giving up. Default 2.
-	Recoveries int
+	// FetchChunkBytes bounds the declared size of the messages one body
+	// FETCH asks for, so one call — one resilience attempt — covers a
+	// bounded amount of data however large the batch's messages are.
+	// Default 32 MiB.
+	FetchChunkBytes int64
 	// Extraction bounds the MIME reader that derives each stored message's
 	// metadata and search document from the payload just fetched.
 	Extraction mimex.Limits
@@ -108,7 +112,7 @@ func ForwardPass(ctx context.Context, db DB, sess Session, binding mailstore.Bin
 	defer func() { rep.Duration = time.Since(start) }()
 	lim.GroupMessages = cmp.Or(lim.GroupMessages, 64)
 	lim.GroupBytes = cmp.Or(lim.GroupBytes, 16<<20)
-	lim.Recoveries = cmp.Or(lim.Recoveries, 2)
+	lim.FetchChunkBytes = cmp.Or(lim.FetchChunkBytes, 32<<20)
 	if lim.BatchSize < 1 || lim.BatchesPerRun < 1 || lim.MaxRawMimeBytes < 1 {
 		return rep, errors.New("synchronizer: limits must be positive")
 	}
@@ -169,7 +173,7 @@ func (p *pass) run(ctx context.Context) error {
 	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun {
 		n := min(len(uids), p.lim.BatchSize)
 		batch := uids[:n]
-		if err := p.batchWithRecovery(ctx, batch); err != nil {
+		if err := p.storeBatch(ctx, batch); err != nil {
 			return err
 		}
 		uids = uids[n:]
@@ -236,39 +240,22 @@ func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Contex
 	return nil
 }
 
-// batchWithRecovery stores one batch, re-establishing the session when it
-// fails transiently. Whatever the failed attempt committed stays; the
-// retry rewrites it idempotently.
-func (p *pass) batchWithRecovery(ctx context.Context, batch []uint32) error {
-	for {
-		var c counts
-		err := p.batch(ctx, batch, &c)
-		if err == nil {
-			p.rep.Stored += c.stored
-			p.rep.Unreadable += c.unreadable
-			p.rep.Oversized += c.oversized
-			p.rep.Vanished += c.vanished
-			p.rep.Bytes += c.bytes
-			return nil
-		}
-		if !imapx.IsTransient(err) || p.rep.Recoveries >= p.lim.Recoveries || ctx.Err() != nil {
-			return err
-		}
-		p.rep.Recoveries++
-		p.logger.WarnContext(ctx, "mailbox session failed transiently; re-establishing it read-only",
-			slog.Int("recovery", p.rep.Recoveries), slog.String("error_type", fmt.Sprintf("%T", err)))
-		state, rerr := p.sess.Recover(ctx)
-		if rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		if state.UIDValidity != p.state.UIDValidity {
-			return imapx.ErrMailboxFolderRecreated
-		}
+// storeBatch stores one batch and adds its counts to the report.
+func (p *pass) storeBatch(ctx context.Context, batch []uint32) error {
+	var c counts
+	if err := p.batch(ctx, batch, &c); err != nil {
+		return err
 	}
+	p.rep.Stored += c.stored
+	p.rep.Unreadable += c.unreadable
+	p.rep.Oversized += c.oversized
+	p.rep.Vanished += c.vanished
+	p.rep.Bytes += c.bytes
+	return nil
 }
 
-// counts are one batch attempt's; they join the report only when the batch
-// is committed, so a retried batch is not counted twice.
+// counts are one batch's; they join the report only when the batch is
+// committed.
 type counts struct {
 	stored, unreadable, oversized, vanished int
 	bytes                                   int64
@@ -304,29 +291,35 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 		fetch = append(fetch, uid)
 	}
 
-	if len(fetch) > 0 {
-		err = p.sess.FetchBodies(ctx, fetch, p.lim.MaxRawMimeBytes, func(b imapx.Body) error {
-			m, ok := byUID[b.UID]
-			if !ok {
-				return nil // an answer for a UID this batch did not ask about
-			}
-			if b.Exceeded {
-				c.oversized++
-				return w.write(ctx, p.occurrence(m, nil))
-			}
-			c.stored++
-			c.bytes += int64(len(b.Raw))
-			if err := w.write(ctx, p.occurrence(m, b.Raw)); err != nil {
-				return err
-			}
-			if !w.lastReadable {
-				c.unreadable++
-			}
-			return nil
-		})
-		if err != nil {
+	store := func(b imapx.Body) error {
+		m, ok := byUID[b.UID]
+		if !ok {
+			return nil // an answer for a UID this batch did not ask about
+		}
+		if b.Exceeded {
+			c.oversized++
+			return w.write(ctx, p.occurrence(m, nil))
+		}
+		c.stored++
+		c.bytes += int64(len(b.Raw))
+		if err := w.write(ctx, p.occurrence(m, b.Raw)); err != nil {
 			return err
 		}
+		if !w.lastReadable {
+			c.unreadable++
+		}
+		return nil
+	}
+	for len(fetch) > 0 {
+		n, size := 0, int64(0)
+		for n < len(fetch) && (n == 0 || size+byUID[fetch[n]].Size <= p.lim.FetchChunkBytes) {
+			size += byUID[fetch[n]].Size
+			n++
+		}
+		if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, store); err != nil {
+			return err
+		}
+		fetch = fetch[n:]
 	}
 	return w.commit(ctx)
 }

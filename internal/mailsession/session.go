@@ -1,0 +1,203 @@
+// Package mailsession is the read-only IMAP session the workers use: an
+// imapx.ReadSession whose every call runs under the account's outbound
+// resilience pipelines (see package resilience and the seeds' "Session
+// resilience").
+//
+//   - Establishment — connecting, negotiating TLS, authenticating and
+//     opening the folder read-only (EXAMINE) — runs under
+//     MailboxSessionEstablishment keyed by the account. Only a
+//     transport-level failure is repeated; a rejected credential, a refused
+//     certificate or mechanism and a refused command are terminal, so a
+//     wrong password is tried once.
+//   - Retrieval — LIST, UID SEARCH, the envelope FETCH, the BODY.PEEK[]
+//     stream and the reconciliation reads — runs under MailboxDataRetrieval
+//     keyed by the account. An attempt that follows a failed one
+//     re-establishes the session first (a fresh connection, freshly
+//     resolved secrets, the folder re-examined read-only), because nothing
+//     in a failure says the old command stream is still synchronized.
+//
+// What the caller sees: nil; the caller's own cancellation, untranslated;
+// a terminal failure as itself (a rejected credential is the operator's to
+// see); and a *MailboxUnavailableError for a limit the pipeline imposed or
+// a transient failure that survived every attempt.
+//
+// The package adds no retry of its own: the attempts are the pipelines'.
+// It deliberately has no operation that could change a mailbox; it wraps
+// imapx.ReadSession, which has none either.
+package mailsession
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+)
+
+// Opener opens a read-only session to an endpoint; imapx.OpenReadSession
+// with the deployment's session options.
+type Opener func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
+
+// Session is a read-only IMAP session of one account whose calls run under
+// the account's resilience pipelines. It is not safe for concurrent use.
+type Session struct {
+	registry  *resilience.Registry
+	instance  string
+	operation string
+	ep        imapx.Endpoint
+	open      Opener
+
+	s *imapx.ReadSession
+	// stale is set when a call failed in a way that leaves the connection
+	// in doubt; the next retrieval re-establishes it first.
+	stale      bool
+	recoveries int
+}
+
+// Open establishes a session to ep under the MailboxSessionEstablishment
+// pipeline of instance (the account key). operation names the work in the
+// pipeline's logs and metrics — the folder alias, or
+// resilience.OperationFolderDiscovery — and is never taken from mail.
+func Open(ctx context.Context, registry *resilience.Registry, instance, operation string, ep imapx.Endpoint, open Opener) (*Session, error) {
+	if registry == nil || open == nil || instance == "" || operation == "" {
+		return nil, errors.New("mailsession: a registry, an opener, an instance and an operation are required")
+	}
+	s := &Session{registry: registry, instance: instance, operation: operation, ep: ep, open: open}
+	err := s.establish(ctx, func(ctx context.Context) error {
+		rs, err := open(ctx, ep)
+		if err != nil {
+			return err
+		}
+		s.s = rs
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Recoveries is how many times the session was re-established after a
+// failed attempt.
+func (s *Session) Recoveries() int { return s.recoveries }
+
+// Examine opens path read-only (EXAMINE) under the establishment pipeline.
+// A failure that leaves the connection in doubt is recovered by
+// reconnecting within the same pipeline.
+func (s *Session) Examine(ctx context.Context, path string) (imapx.FolderState, error) {
+	var st imapx.FolderState
+	err := s.establish(ctx, func(ctx context.Context) error {
+		if err := s.recoverIfNeeded(ctx); err != nil {
+			return err
+		}
+		var err error
+		st, err = s.s.Examine(ctx, path)
+		s.noteFailure(err)
+		return err
+	})
+	return st, err
+}
+
+// Close ends the session (LOGOUT on a healthy connection, otherwise just the
+// socket). Its failure is only its own and never replaces a failure the
+// caller already has.
+func (s *Session) Close() error {
+	if s.s == nil {
+		return nil
+	}
+	return s.s.Close()
+}
+
+// establish runs fn under the establishment pipeline and translates what
+// survives it.
+func (s *Session) establish(ctx context.Context, fn func(ctx context.Context) error) error {
+	key := resilience.Key{Class: resilience.MailboxSessionEstablishment, Instance: s.instance}
+	return s.translate(ctx, resilience.MailboxSessionEstablishment, s.registry.Execute(ctx, key, s.operation, fn))
+}
+
+// retrieve runs fn under the retrieval pipeline. An attempt after a failed
+// one, or after a call that left the connection in doubt, re-establishes
+// the session first.
+func (s *Session) retrieve(ctx context.Context, fn func(ctx context.Context, rs *imapx.ReadSession) error) error {
+	key := resilience.Key{Class: resilience.MailboxDataRetrieval, Instance: s.instance}
+	err := s.registry.Execute(ctx, key, s.operation, func(ctx context.Context) error {
+		if resilience.Attempt(ctx) > 1 {
+			s.stale = true
+		}
+		if err := s.recoverIfNeeded(ctx); err != nil {
+			return err
+		}
+		err := fn(ctx, s.s)
+		s.noteFailure(err)
+		return err
+	})
+	return s.translate(ctx, resilience.MailboxDataRetrieval, err)
+}
+
+// noteFailure marks the connection stale after a failure that may have left
+// it unusable or desynchronized: anything but a terminal answer of the
+// server on a connection that is still in step.
+func (s *Session) noteFailure(err error) {
+	if err == nil {
+		return
+	}
+	var (
+		cmdErr    *imapx.CommandError
+		callerErr *callerFailure
+	)
+	if errors.As(err, &cmdErr) || errors.As(err, &callerErr) || errors.Is(err, imapx.ErrMailboxFolderRecreated) || errors.Is(err, imapx.ErrNoFolder) {
+		return
+	}
+	s.stale = true
+}
+
+// recoverIfNeeded re-establishes a stale session: the old connection is
+// closed without LOGOUT, a new one is opened with freshly resolved secrets,
+// and the folder that was open is examined again, read-only. Inside a
+// retrieval attempt it runs under the establishment pipeline (a different
+// class, so the two budgets do not multiply around one call); inside an
+// establishment attempt it runs as part of that attempt.
+func (s *Session) recoverIfNeeded(ctx context.Context) error {
+	if !s.stale && s.s != nil {
+		return nil
+	}
+	recoverOnce := func(ctx context.Context) error {
+		if s.s == nil {
+			rs, err := s.open(ctx, s.ep)
+			if err != nil {
+				return err
+			}
+			s.s = rs
+		} else if _, err := s.s.Recover(ctx); err != nil {
+			// ErrMailboxFolderRecreated among them: the folder now
+			// answering is not the one the work started on, and the
+			// session refuses to read it.
+			return err
+		}
+		s.stale = false
+		s.recoveries++
+		return nil
+	}
+	if resilience.InFlight(ctx, resilience.MailboxSessionEstablishment) {
+		return recoverOnce(ctx)
+	}
+	// What survives the establishment pipeline here is translated at once,
+	// so a transient failure that exhausted establishment's attempts reaches
+	// the retrieval pipeline as MailboxUnavailable, which it does not
+	// repeat: the connection was retried at one layer only.
+	return s.establish(ctx, recoverOnce)
+}
+
+// translate maps what survived a pipeline onto the session's contract: a
+// limit the pipeline imposed, or a transient failure that survived every
+// attempt, is a *MailboxUnavailableError; the caller's cancellation and
+// terminal failures pass through.
+func (s *Session) translate(ctx context.Context, class resilience.DependencyClass, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if resilience.IsDependencyUnavailable(err) || s.registry.Classify(class, err) == resilience.Transient {
+		return &MailboxUnavailableError{Account: s.instance, Operation: s.operation, Err: err}
+	}
+	return err
+}

@@ -1,0 +1,214 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailsession"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/sasl"
+	"github.com/mailfathom/mailfathom/internal/secret"
+	"github.com/mailfathom/mailfathom/internal/trustanchor"
+)
+
+// Disposition is what River does with a failed work unit. River is the
+// layer between attempts: whatever pipeline a worker's calls ran under has
+// spent its budget by the time the failure reaches here, so no worker
+// repeats anything itself.
+type Disposition int
+
+const (
+	// Cancel: permanent for this job (river.JobCancel), visible in River UI
+	// as cancelled with the failure's identity.
+	Cancel Disposition = iota
+	// Retry: returned to River, which attempts the job again on the run
+	// backoff (the worker's NextRetry).
+	Retry
+	// Defer: snoozed briefly (river.JobSnooze), not counted as a failure.
+	Defer
+)
+
+func (d Disposition) String() string {
+	switch d {
+	case Retry:
+		return "retry"
+	case Defer:
+		return "defer"
+	}
+	return "cancel"
+}
+
+// ClassifyFailure is the job failure classifier: it reads the same failures
+// the resilience classifiers read and decides the job's fate.
+//
+//   - A dependency that declined the work — *resilience.DependencyUnavailableError,
+//     *mailsession.MailboxUnavailableError — is worth attempting again later:
+//     Retry.
+//   - A failure that declares its own repeatability (a RetryLater() bool
+//     method) is deferred to; so is PostgreSQL's own verdict on a database
+//     failure (pgconn.SafeToRetry, a failed connection, serialization or
+//     deadlock), which is how a brief database outage delays jobs instead of
+//     losing them.
+//   - A folder recreated under the unit is retried: the next attempt starts
+//     the folder over from an empty checkpoint.
+//   - A persistence conflict another run won is a deferral: Defer.
+//   - Anything else — a rejected credential, a refused certificate or
+//     command, an unrecognized failure — is permanent: Cancel. Repeating an
+//     unrecognized rejection against a mail server is how accounts get
+//     locked.
+//
+// The caller's own cancellation is not classified here; callers return it
+// as is.
+func ClassifyFailure(err error) Disposition {
+	var declares interface{ RetryLater() bool }
+	switch {
+	case err == nil:
+		return Cancel
+	case errors.Is(err, mailstore.ErrConcurrencyConflict):
+		return Defer
+	case resilience.IsDependencyUnavailable(err), mailsession.IsMailboxUnavailable(err):
+		return Retry
+	case errors.As(err, &declares):
+		if declares.RetryLater() {
+			return Retry
+		}
+		return Cancel
+	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
+		return Retry
+	case resilience.Classify(resilience.DatabaseCommandExecution, err) == resilience.Transient:
+		return Retry
+	}
+	return Cancel
+}
+
+// FailureIdentity is the stable name a failure is reported under, in the
+// log and in River UI: the seeds' failure names where they give one, the Go
+// type otherwise. It never carries the failure's text.
+func FailureIdentity(err error) string {
+	var (
+		authErr   *imapx.AuthenticationError
+		tlsErr    *imapx.TLSError
+		cmdErr    *imapx.CommandError
+		secretErr *secret.Error
+		loadErr   *trustanchor.LoadError
+		pgErr     *pgconn.PgError
+	)
+	switch {
+	case mailsession.IsMailboxUnavailable(err):
+		return mailsession.MailboxUnavailableIdentity
+	case resilience.IsDependencyUnavailable(err):
+		return "DependencyUnavailable"
+	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
+		return "MailboxFolderRecreated"
+	case errors.Is(err, sasl.ErrMechanismUnavailable):
+		return sasl.MechanismUnavailableIdentity
+	case errors.As(err, &authErr):
+		return "MailAuthenticationRejected"
+	case errors.As(err, &tlsErr):
+		return "MailboxTlsRefused"
+	case errors.Is(err, imapx.ErrStartTLSUnavailable):
+		return "StartTlsUnavailable"
+	case errors.Is(err, imapx.ErrLoginDisabled):
+		return "LoginDisabled"
+	case errors.Is(err, imapx.ErrIncompleteAnswer):
+		return "MailboxAnswerIncomplete"
+	case errors.Is(err, imapx.ErrProtocolViolation):
+		return "MailboxProtocolViolation"
+	case errors.Is(err, imapx.ErrFolderListTooLarge):
+		return "FolderListTooLarge"
+	case errors.As(err, &cmdErr):
+		return "MailboxCommandRefused"
+	case errors.As(err, &secretErr):
+		return string(secretErr.Failure)
+	case errors.As(err, &loadErr):
+		return string(loadErr.Failure)
+	case errors.Is(err, mailstore.ErrConcurrencyConflict):
+		return "PersistenceConcurrencyConflict"
+	case errors.As(err, &pgErr):
+		return "Database" + pgErr.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return "Timeout"
+	}
+	return fmt.Sprintf("%T", err)
+}
+
+// jobFailure is a permanent failure as River records it: the failure's text
+// (which every MailFathom error keeps free of mail content and secrets)
+// followed by its identity in brackets, the way configuration reports a
+// violation.
+type jobFailure struct {
+	identity string
+	err      error
+}
+
+func (e *jobFailure) Error() string { return e.err.Error() + " [" + e.identity + "]" }
+func (e *jobFailure) Unwrap() error { return e.err }
+
+// cancelJob is river.JobCancel with the failure's identity in the text.
+func cancelJob(err error) error {
+	return river.JobCancel(&jobFailure{identity: FailureIdentity(err), err: err})
+}
+
+// failureMiddleware applies ClassifyFailure to whatever a worker returns,
+// so no failure reaches River unclassified: River's own verdicts (a cancel,
+// a snooze) and a failure after the job's context ended pass through as
+// they are, everything else becomes a retry, a snooze or a cancellation.
+// Every MailFathom worker installs it (Middleware).
+type failureMiddleware struct {
+	river.MiddlewareDefaults
+}
+
+// Work implements rivertype.WorkerMiddleware.
+func (*failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	err := doInner(ctx)
+	var (
+		cancel *rivertype.JobCancelError
+		snooze *rivertype.JobSnoozeError
+	)
+	switch {
+	case err == nil, ctx.Err() != nil, errors.As(err, &cancel), errors.As(err, &snooze):
+		return err
+	}
+	switch ClassifyFailure(err) {
+	case Retry:
+		return err
+	case Defer:
+		return river.JobSnooze(deferral())
+	}
+	return cancelJob(err)
+}
+
+// classified is the middleware list every worker returns from Middleware.
+var classified = []rivertype.WorkerMiddleware{&failureMiddleware{}}
+
+// Middleware implements river.Worker: failures are classified.
+func (*AccountRunWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return classified
+}
+
+// Middleware implements river.Worker: failures are classified.
+func (*FolderPassWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return classified
+}
+
+// Middleware implements river.Worker: failures are classified.
+func (*ReconcileWindowWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return classified
+}
+
+// Middleware implements river.Worker: failures are classified.
+func (*ExtractionBackfillWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return classified
+}
+
+// Middleware implements river.Worker: failures are classified.
+func (*OrphanSweepWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return classified
+}
