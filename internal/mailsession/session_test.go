@@ -1,0 +1,413 @@
+package mailsession_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailsession"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	dovecot.StopShared()
+	os.Exit(code)
+}
+
+// fastBudgets are the default budgets with short waits, so a test spends
+// its time on the server rather than in backoff.
+func fastBudgets() map[resilience.DependencyClass]resilience.Budget {
+	budgets := resilience.DefaultBudgets()
+	for class, b := range budgets {
+		b.BaseDelay, b.MaxDelay = 10*time.Millisecond, 50*time.Millisecond
+		budgets[class] = b
+	}
+	return budgets
+}
+
+type testBundle struct {
+	ctx      context.Context
+	srv      *dovecot.Server
+	user     *dovecot.User
+	registry *resilience.Registry
+	logs     *syncBuffer
+	rec      *recorder
+	// passwordCalls counts how often the endpoint's secret was resolved.
+	passwordCalls int
+}
+
+func setup(t *testing.T, srv *dovecot.Server, budgets map[resilience.DependencyClass]resilience.Budget) *testBundle {
+	t.Helper()
+	if srv == nil {
+		srv = dovecot.Shared(t)
+	}
+	if budgets == nil {
+		budgets = fastBudgets()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	logs := &syncBuffer{}
+	reg, err := resilience.NewRegistry(budgets, nil, slogTo(logs), nil)
+	require.NoError(t, err)
+	return &testBundle{ctx: ctx, srv: srv, user: srv.NewUser(), registry: reg, logs: logs, rec: &recorder{}}
+}
+
+// endpoint reaches the user over the plaintext listener (so the recorder
+// reads every command) through target when it is not empty.
+func (b *testBundle) endpoint(t *testing.T, target string) imapx.Endpoint {
+	t.Helper()
+	host, portText, err := net.SplitHostPort(b.srv.Addr())
+	require.NoError(t, err)
+	port, err := strconv.Atoi(portText)
+	require.NoError(t, err)
+	password := b.user.Password()
+	return imapx.Endpoint{
+		AccountID: "acct",
+		Host:      host,
+		Port:      port,
+		Security:  imapx.None,
+		Username:  b.user.Name(),
+		Password: func(context.Context) ([]byte, error) {
+			b.passwordCalls++
+			return []byte(password), nil
+		},
+		AllowClearTextOverUnencrypted: true,
+		Dial:                          b.rec.dial(target),
+	}
+}
+
+func opener(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+	return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{CommandTimeout: 5 * time.Second})
+}
+
+func (b *testBundle) open(t *testing.T, instance string, ep imapx.Endpoint) *mailsession.Session {
+	t.Helper()
+	s, err := mailsession.Open(b.ctx, b.registry, instance, "inbox", ep, opener)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// seed appends n messages of about size bytes to INBOX and returns their
+// UIDs and contents.
+func (b *testBundle) seed(n, size int) ([]uint32, map[uint32][]byte) {
+	uids := make([]uint32, n)
+	raws := make(map[uint32][]byte, n)
+	for i := range n {
+		raw := message(i, size)
+		uid := uint32(b.user.Append("INBOX", raw, time.Now()))
+		uids[i], raws[uid] = uid, raw
+	}
+	return uids, raws
+}
+
+func (b *testBundle) requireUnseen(t *testing.T, uids []uint32) {
+	t.Helper()
+	for _, uid := range uids {
+		require.NotContains(t, b.user.Flags("INBOX", imap.UID(uid)), imap.FlagSeen, "UID %d got \\Seen", uid)
+	}
+}
+
+func message(i, size int) []byte {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "From: Sender %d <sender%d@example.test>\r\nTo: rcpt@example.test\r\nSubject: Message %d\r\n\r\n", i, i, i)
+	line := fmt.Sprintf("line of message %d, padding the body.\r\n", i)
+	for buf.Len() < size {
+		buf.WriteString(line)
+	}
+	return buf.Bytes()
+}
+
+// TestFetchRecoversReadOnlyAfterACut cuts the connection in the middle of a
+// body stream. The retrieval pipeline's next attempt re-establishes the
+// session — a new connection, the secret resolved again, the folder
+// re-examined read-only — and asks only for the messages not yet
+// delivered: every message arrives exactly once, nothing on the server
+// changes, and nothing but read-only commands was sent on either
+// connection.
+func TestFetchRecoversReadOnlyAfterACut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	uids, raws := b.seed(200, 5_000)
+	p := faultproxy.Start(t, b.srv.Addr())
+	s := b.open(t, "acct", b.endpoint(t, p.Addr()))
+	_, err := s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+	require.Equal(t, 1, b.passwordCalls)
+
+	p.CutAfter(faultproxy.Existing, faultproxy.ServerToClient, 300_000) // ~60 of ~1 MB
+	seen := map[uint32]int{}
+	var order []uint32
+	err = s.FetchBodies(b.ctx, uids, 1<<20, func(body imapx.Body) error {
+		seen[body.UID]++
+		order = append(order, body.UID)
+		require.True(t, bytes.Equal(raws[body.UID], body.Raw), "UID %d", body.UID)
+		return nil
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, p.Stats().Cut, "the proxy cut the connection")
+	require.Len(t, seen, len(uids))
+	for _, u := range uids {
+		require.Equal(t, 1, seen[u], "UID %d delivered once", u)
+	}
+	require.Equal(t, 1, s.Recoveries())
+	require.Equal(t, 2, b.passwordCalls, "the recovery resolved the secret again")
+	b.requireUnseen(t, uids)
+
+	wire := b.rec.String()
+	requireReadOnly(t, wire)
+	require.Equal(t, 2, strings.Count(wire, "EXAMINE INBOX"), "the recovery re-examined the folder")
+	// The retried fetch asked only for what was not delivered.
+	fetches := regexp.MustCompile(`UID FETCH ([0-9:,]+) `).FindAllStringSubmatch(wire, -1)
+	require.Len(t, fetches, 2)
+	require.NotEqual(t, fetches[0][1], fetches[1][1])
+	require.Contains(t, b.logs.String(), `"msg":"outbound call failed; retry scheduled"`)
+}
+
+// TestCallerFailureIsNotRetried: an error of the caller's callback ends the
+// fetch at once and is not repeated by the pipeline.
+func TestCallerFailureIsNotRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	uids, _ := b.seed(5, 1_000)
+	s := b.open(t, "acct", b.endpoint(t, ""))
+	_, err := s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+	boom := fmt.Errorf("the database refused the write")
+	calls := 0
+	err = s.FetchBodies(b.ctx, uids, 1<<20, func(imapx.Body) error {
+		calls++
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 1, calls)
+	require.Zero(t, s.Recoveries())
+	require.Equal(t, 1, strings.Count(b.rec.String(), "UID FETCH"))
+	// The connection is still in step: the next read needs no recovery.
+	_, err = s.SearchUIDs(b.ctx, 0, time.Time{})
+	require.NoError(t, err)
+	require.Zero(t, s.Recoveries())
+}
+
+// TestWrongPasswordIsTriedOnce: a rejected credential is terminal for the
+// establishment pipeline — the server sees exactly one authentication —
+// and reaches the caller as itself, not as an unavailable mailbox.
+func TestWrongPasswordIsTriedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	ep := b.endpoint(t, "")
+	ep.Password = func(context.Context) ([]byte, error) { return []byte("not-the-password"), nil }
+	_, err := mailsession.Open(b.ctx, b.registry, "acct", resilience.OperationFolderDiscovery, ep, opener)
+	var authErr *imapx.AuthenticationError
+	require.ErrorAs(t, err, &authErr)
+	require.False(t, mailsession.IsMailboxUnavailable(err))
+	require.Equal(t, 1, strings.Count(b.rec.String(), "AUTHENTICATE"), "one authentication was sent")
+	line := b.srv.WaitLog("("+b.user.Name()+",", 5*time.Second)
+	require.Contains(t, line, "mismatch")
+	time.Sleep(200 * time.Millisecond) // a second attempt would be logged by now
+	require.Equal(t, 1, strings.Count(b.srv.Log(), "("+b.user.Name()+","), "Dovecot saw one authentication")
+	require.NotContains(t, b.logs.String(), "retry scheduled")
+}
+
+// TestUnreachableServerOpensOnlyItsAccountsCircuit: connections refused by
+// one account's server are retried within the establishment budget, survive
+// as MailboxUnavailable, and open that account's circuit — after which the
+// account is refused at once without a connection — while another account
+// on a healthy server keeps being served by the same registry.
+func TestUnreachableServerOpensOnlyItsAccountsCircuit(t *testing.T) {
+	t.Parallel()
+	budgets := fastBudgets()
+	est := budgets[resilience.MailboxSessionEstablishment]
+	est.MaxAttempts, est.CircuitBreakerMinimumThroughput, est.CircuitBreakerBreakDuration = 2, 4, time.Minute
+	budgets[resilience.MailboxSessionEstablishment] = est
+	b := setup(t, nil, budgets)
+
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	down := b.endpoint(t, dead)
+
+	dials := 0
+	inner := down.Dial
+	down.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials++
+		return inner(ctx, network, addr)
+	}
+	_, err = mailsession.Open(b.ctx, b.registry, "down", resilience.OperationFolderDiscovery, down, opener)
+	require.True(t, mailsession.IsMailboxUnavailable(err), "%v", err)
+	require.Equal(t, 2, dials, "MaxAttempts connections")
+	require.Contains(t, err.Error(), "[MailboxUnavailable]")
+	_, err = mailsession.Open(b.ctx, b.registry, "down", resilience.OperationFolderDiscovery, down, opener)
+	require.True(t, mailsession.IsMailboxUnavailable(err), "%v", err)
+	require.Equal(t, 4, dials)
+
+	// The circuit is open: the next establishment is refused at once.
+	_, err = mailsession.Open(b.ctx, b.registry, "down", resilience.OperationFolderDiscovery, down, opener)
+	require.True(t, mailsession.IsMailboxUnavailable(err), "%v", err)
+	var unavailable *resilience.DependencyUnavailableError
+	require.ErrorAs(t, err, &unavailable)
+	require.Equal(t, resilience.RejectionCircuitOpen, unavailable.Rejection)
+	require.Equal(t, 4, dials, "no connection while the circuit is open")
+	require.Contains(t, b.logs.String(), "outbound circuit opened")
+
+	// Another account is served through its own circuit.
+	s := b.open(t, "up", b.endpoint(t, ""))
+	_, err = s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+}
+
+// TestStalledReadIsAbandonedAndRecovered: a server that stops answering in
+// the middle of a fetch costs one attempt timeout; the next attempt
+// re-establishes the session and completes.
+func TestStalledReadIsAbandonedAndRecovered(t *testing.T) {
+	t.Parallel()
+	budgets := fastBudgets()
+	ret := budgets[resilience.MailboxDataRetrieval]
+	ret.AttemptTimeout = time.Second
+	budgets[resilience.MailboxDataRetrieval] = ret
+	b := setup(t, nil, budgets)
+	uids, _ := b.seed(50, 5_000)
+	p := faultproxy.Start(t, b.srv.Addr())
+	s := b.open(t, "acct", b.endpoint(t, p.Addr()))
+	_, err := s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+
+	p.StallAfter(faultproxy.Existing, faultproxy.ServerToClient, 100_000)
+	got := 0
+	start := time.Now()
+	err = s.FetchBodies(b.ctx, uids, 1<<20, func(imapx.Body) error { got++; return nil })
+	require.NoError(t, err)
+	require.Equal(t, len(uids), got)
+	require.Equal(t, 1, s.Recoveries())
+	require.GreaterOrEqual(t, time.Since(start), time.Second, "one attempt timeout was spent")
+	b.requireUnseen(t, uids)
+	requireReadOnly(t, b.rec.String())
+}
+
+// TestRecreatedFolderIsRefusedOnRecovery: a recovery that finds the folder
+// under another UIDVALIDITY refuses it with ErrMailboxFolderRecreated,
+// which is terminal: it is not retried and not reported as unavailable.
+func TestRecreatedFolderIsRefusedOnRecovery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.user.CreateFolder("Work")
+	b.user.Append("Work", message(1, 500), time.Now())
+	p := faultproxy.Start(t, b.srv.Addr())
+	s := b.open(t, "acct", b.endpoint(t, p.Addr()))
+	_, err := s.Examine(b.ctx, "Work")
+	require.NoError(t, err)
+
+	b.user.RecreateFolder("Work")
+	p.CutAll()
+	p.Heal()
+	_, err = s.SearchUIDs(b.ctx, 0, time.Time{})
+	require.ErrorIs(t, err, imapx.ErrMailboxFolderRecreated)
+	require.False(t, mailsession.IsMailboxUnavailable(err))
+	// Refused, not read: no search was sent on the recovered connection.
+	wire := b.rec.String()
+	require.Equal(t, 1, strings.Count(wire, "UID SEARCH"), "only the cut attempt searched")
+}
+
+// requireReadOnly fails when the client sent anything that can change a
+// mailbox or set \Seen.
+func requireReadOnly(t *testing.T, wire string) {
+	t.Helper()
+	for _, line := range strings.Split(wire, "\r\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		cmd := strings.ToUpper(fields[1])
+		if cmd == "UID" && len(fields) > 2 {
+			cmd += " " + strings.ToUpper(fields[2])
+		}
+		switch cmd {
+		case "SELECT", "STORE", "UID STORE", "EXPUNGE", "UID EXPUNGE", "COPY", "UID COPY", "MOVE", "UID MOVE",
+			"APPEND", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE":
+			t.Fatalf("the session sent %q", line)
+		}
+		if strings.Contains(strings.ToUpper(line), "FETCH") {
+			upper := strings.ToUpper(line)
+			require.NotRegexp(t, `BODY\[`, strings.ReplaceAll(upper, "BODY.PEEK[", ""), "a fetch without PEEK: %q", line)
+			require.NotContains(t, upper, "RFC822 ", "%q", line)
+		}
+	}
+}
+
+// recorder records the bytes sessions send to the server.
+type recorder struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (r *recorder) dial(target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if target != "" {
+			addr = target
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &recordingConn{Conn: c, r: r}, nil
+	}
+}
+
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+type recordingConn struct {
+	net.Conn
+	r *recorder
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) {
+	c.r.mu.Lock()
+	c.r.buf.Write(p)
+	c.r.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// syncBuffer is a log sink safe for the pipelines' goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func slogTo(w *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
