@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -82,10 +86,34 @@ func ClassifyFailure(err error) Disposition {
 		return Cancel
 	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
 		return Retry
-	case resilience.Classify(resilience.DatabaseCommandExecution, err) == resilience.Transient:
+	case resilience.Classify(resilience.DatabaseCommandExecution, err) == resilience.Transient, databaseLost(err):
 		return Retry
 	}
 	return Cancel
+}
+
+// databaseLost reports a failure that says the database connection went
+// away under the job — the server shutting down (SQLSTATE 57P01–57P03), a
+// connection exception (class 08), too many connections (53300), a
+// connection pgx closed, or the socket failing. The database family does
+// not repeat such a call within one operation (the statement may have
+// reached the server), but every MailFathom job is idempotent on what it
+// writes, so the job as a whole is worth attempting again once the
+// database is back: that is how an outage delays work instead of losing
+// it. Mailbox failures never reach here unwrapped; package mailsession
+// translates them.
+func databaseLost(err error) bool {
+	var (
+		pgErr  *pgconn.PgError
+		netErr net.Error
+	)
+	if errors.As(err, &pgErr) {
+		code := pgErr.Code
+		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
+	}
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.As(err, &netErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 
 // FailureIdentity is the stable name a failure is reported under, in the

@@ -101,14 +101,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// job this process fetches is covered from its first moment; it is held
 	// on a connection of its own for the process's whole life.
 	clientID := processID()
-	liveConn, err := pool.Acquire(ctx)
+	lock, err := liveness.TakeProcessLock(ctx, pool, clientID, logger)
 	if err != nil {
-		return fmt.Errorf("acquire the liveness connection: %w", err)
+		return fmt.Errorf("take the process liveness lock: %w", err)
 	}
-	r.liveConn = liveConn
-	if err := liveness.HoldProcess(ctx, liveConn, clientID); err != nil {
-		return err
-	}
+	r.processLock = lock
+	lock.Keep(processLockCheck)
 
 	ws := river.NewWorkers()
 	pipelines, err := resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, logger, reg)
@@ -275,8 +273,12 @@ type running struct {
 	cancelRiver context.CancelFunc
 	cancelUI    context.CancelFunc
 	http        *http.Server
-	liveConn    *pgxpool.Conn
+	processLock *liveness.ProcessLock
 }
+
+// processLockCheck is how often the process liveness lock's connection is
+// checked, and how soon after a database outage the lock is held again.
+const processLockCheck = 2 * time.Second
 
 // shutdown stops what was started, in the order that keeps committed work
 // durable and the probes answering while jobs drain: River first (stop
@@ -299,8 +301,8 @@ func (r *running) shutdown(ctx context.Context) error {
 	if r.cancelUI != nil {
 		r.cancelUI()
 	}
-	if r.liveConn != nil {
-		r.liveConn.Release()
+	if r.processLock != nil {
+		r.processLock.Close()
 	}
 	if r.pool != nil {
 		r.pool.Close()
