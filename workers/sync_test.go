@@ -18,11 +18,13 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
@@ -60,6 +62,8 @@ type syncBundle struct {
 	logs   *logBuffer
 	client *river.Client[pgx.Tx]
 	stop   func()
+	// metrics holds the resilience metrics of the latest start.
+	metrics *prometheus.Registry
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -114,7 +118,10 @@ func (b *syncBundle) start(t *testing.T) {
 	require.NoError(t, err)
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ws := river.NewWorkers()
-	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger}
+	b.metrics = prometheus.NewRegistry()
+	pipelines, err := resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, logger, b.metrics)
+	require.NoError(t, err)
+	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
 	require.NoError(t, workers.Register(ws, deps))
 	client, err := jobqueue.NewClient(jobqueue.Config{
 		Pool:         b.pool,
@@ -433,6 +440,13 @@ func TestForwardSynchronization(t *testing.T) {
 		b.waitIdle(t)
 
 		require.Positive(t, proxy.Stats().Cut, "the proxy cut a connection mid-fetch")
+		out := b.lastPassOutput(t, "INBOX")
+		require.GreaterOrEqual(t, out["recoveries"], 1.0, "the pass re-established its session: %v", out)
+		var retried int
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM river_job WHERE kind = 'folder_pass' AND (attempt > 1 OR state <> 'completed')`).Scan(&retried))
+		require.Zero(t, retried, "the retrieval pipeline recovered inside the pass; River repeated nothing")
+		require.Contains(t, b.logs.String(), "outbound call failed; retry scheduled")
 		rows := b.stored(t, "INBOX")
 		require.Len(t, rows, len(raws))
 		for i, r := range rows {
