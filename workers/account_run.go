@@ -70,7 +70,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return nil
 	}
 
-	conn, release, err := acquireWorkConn(ctx, w.deps.Pool, job.ID)
+	conn, release, err := w.deps.acquireWorkConn(ctx, job.ID)
 	if err != nil {
 		return w.fail(ctx, job, logger, fmt.Errorf("account run: %w", err))
 	}

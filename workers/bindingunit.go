@@ -38,7 +38,7 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 		logger.InfoContext(ctx, "skipped: the account is no longer configured or synchronization is disabled")
 		return nil, nil
 	}
-	conn, releaseConn, err := acquireWorkConn(ctx, d.Pool, jobID)
+	conn, releaseConn, err := d.acquireWorkConn(ctx, jobID)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func (w *ExtractionBackfillWorker) Work(ctx context.Context, job *river.Job[jobs
 		logger.InfoContext(ctx, "extraction backfill is disabled; it stops")
 		return nil
 	}
-	conn, release, err := acquireWorkConn(ctx, w.deps.Pool, job.ID)
+	conn, release, err := w.deps.acquireWorkConn(ctx, job.ID)
 	if err != nil {
 		return fmt.Errorf("extraction backfill: %w", err)
 	}

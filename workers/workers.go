@@ -3,11 +3,16 @@
 // land — a reconciliation window, a backfill batch, a mutation stage, an
 // embedding offer).
 //
-// Workers classify their own failures for River: a transient dependency
-// failure is returned as an error and retried on the run-backoff schedule
-// (NextRetry), a permanent one is returned as river.JobCancel, and a
-// deferral (a concurrency bound reached, a persistence conflict) as
-// river.JobSnooze. No worker loops over retries of its own.
+// Every outbound call a worker makes runs under the outbound resilience
+// pipelines (mailbox calls through package mailsession, the work
+// connection under DatabaseCommandExecution), and River is the layer
+// between attempts: a worker middleware applies ClassifyFailure to whatever
+// a worker returns — a dependency that declined the work or a failure that
+// declares itself repeatable is retried on the run-backoff schedule
+// (NextRetry), a deferral (a concurrency bound reached, a persistence
+// conflict) is a river.JobSnooze, and anything unrecognized is a
+// river.JobCancel carrying the failure's identity. No worker loops over
+// retries of its own.
 package workers
 
 import (

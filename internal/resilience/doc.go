@@ -46,6 +46,11 @@
 //     (the IMAP adapter maps it to MailboxUnavailable).
 //   - The caller's own cancellation stays context.Canceled (or the caller's
 //     own deadline error): never translated, never transient.
+//   - A failure that declares its budget spent (BudgetSpent: a
+//     *DependencyUnavailableError, or an adapter's translation of a failure
+//     that survived its own pipeline) is never repeated by an enclosing
+//     pipeline of another class, whatever its cause: the call was retried
+//     at one layer already.
 //
 // # The single-layer rule
 //
