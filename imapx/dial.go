@@ -126,6 +126,9 @@ func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (*conn, imap.Ca
 // it is authenticated (wire_dial.go).
 func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) (_ *conn, _ imap.CapSet, err error) {
 	timeout := opts.commandTimeout()
+	if err := ep.checkPolicy(); err != nil {
+		return nil, nil, err
+	}
 	if ep.TLSConfig != nil && ep.TLSConfig.InsecureSkipVerify {
 		return nil, nil, &TLSError{Err: errInsecureSkipVerify}
 	}

@@ -53,6 +53,10 @@ type Endpoint struct {
 	// PermittedMechanisms is the account's SASL allow-list; empty means
 	// PLAIN and LOGIN, configuration's default. Its order is ignored.
 	PermittedMechanisms []config.AuthenticationMechanism
+	// AllowInsecureConnection is the account's AllowInsecureConnection
+	// opt-in, without which a mode that can stay unencrypted
+	// (StartTlsWhenAvailable, Auto, None) is refused before connecting.
+	AllowInsecureConnection bool
 	// AllowClearTextOverUnencrypted is the account's
 	// AllowClearTextAuthenticationOverUnencryptedConnection opt-in.
 	AllowClearTextOverUnencrypted bool

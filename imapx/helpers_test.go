@@ -90,6 +90,7 @@ func (b *testBundle) endpoint(sec imapx.ConnectionSecurity) imapx.Endpoint {
 		},
 		// The plain-listener tests exercise the modes that can stay
 		// unencrypted, which the policy only allows with this opt-in.
+		AllowInsecureConnection:       true,
 		AllowClearTextOverUnencrypted: true,
 	}
 }

@@ -90,6 +90,7 @@ func fakeEndpoint(t *testing.T, sec ConnectionSecurity, script func(s *fakeServe
 	used := false
 	return Endpoint{
 		Host: "fake.invalid", Port: 143, Security: sec, Username: "someone@example.test",
+		AllowInsecureConnection:       true,
 		AllowClearTextOverUnencrypted: true,
 		Password:                      func(context.Context) ([]byte, error) { return []byte("secret pw"), nil },
 		Dial: func(context.Context, string, string) (net.Conn, error) {

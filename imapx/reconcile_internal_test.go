@@ -68,6 +68,7 @@ func (s *scriptedIMAP) endpoint() Endpoint {
 	})
 	return Endpoint{
 		Host: "scripted.invalid", Port: 143, Security: None, Username: "someone@example.test",
+		AllowInsecureConnection:       true,
 		AllowClearTextOverUnencrypted: true,
 		Password:                      func(context.Context) ([]byte, error) { return []byte("pw"), nil },
 		Dial: func(context.Context, string, string) (net.Conn, error) {

@@ -127,6 +127,7 @@ func FailureIdentity(err error) string {
 		secretErr *secret.Error
 		loadErr   *trustanchor.LoadError
 		pgErr     *pgconn.PgError
+		policyErr *imapx.PolicyViolationError
 	)
 	switch {
 	case mailsession.IsMailboxUnavailable(err):
@@ -137,6 +138,8 @@ func FailureIdentity(err error) string {
 		return "MailboxFolderRecreated"
 	case errors.Is(err, sasl.ErrMechanismUnavailable):
 		return sasl.MechanismUnavailableIdentity
+	case errors.As(err, &policyErr):
+		return policyErr.Rule
 	case errors.As(err, &authErr):
 		return "MailAuthenticationRejected"
 	case errors.As(err, &tlsErr):

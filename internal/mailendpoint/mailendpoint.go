@@ -63,6 +63,7 @@ func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, e
 		Password:  func(ctx context.Context) ([]byte, error) { return resolver.Resolve(ctx, a.Password) },
 
 		PermittedMechanisms:           a.TransportSecurity.PermittedAuthenticationMechanisms,
+		AllowInsecureConnection:       a.TransportSecurity.AllowInsecureConnection,
 		AllowClearTextOverUnencrypted: a.TransportSecurity.AllowClearTextAuthenticationOverUnencryptedConnection,
 	}
 	if a.TransportSecurity.CertificateTrust == config.AdditionalTrustedAuthority {

@@ -87,6 +87,7 @@ func (b *testBundle) endpoint(t *testing.T, target string) imapx.Endpoint {
 			b.passwordCalls++
 			return []byte(password), nil
 		},
+		AllowInsecureConnection:       true,
 		AllowClearTextOverUnencrypted: true,
 		Dial:                          b.rec.dial(target),
 	}
