@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/testca"
+)
+
+// TestNoSecretInAnyOutput runs a serve process whose every secret is a
+// recognizable sentinel — the IMAP password, the PKCS#12 trust anchor's
+// password, the River UI password — through a successful sync, a run that
+// fails on a rotated-away password, and reads of /metrics and of River UI's
+// job API, then searches everything the process produced for the
+// sentinels: its log (stdout and stderr), every job's arguments, errors,
+// metadata and output, and the metrics exposition. None may appear.
+func TestNoSecretInAnyOutput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pgtest.Database(t))
+	u := b.server.NewUser()
+	imapSecret := "imap-sentinel-Qx7" + strings.Repeat("z", 8)
+	u.SetPassword(imapSecret)
+	seedCorpus(t, u, "INBOX", 20, 3, 8)
+	b.addAccount(t, "primary", u)
+
+	// The anchor as a password-protected PKCS#12 bundle whose password is a
+	// sentinel of its own.
+	bundleSecret := "bundle-sentinel-" + testca.PKCS12Password
+	p12, err := b.server.CA().CA.PKCS12(bundleSecret)
+	require.NoError(t, err)
+	p12File := filepath.Join(b.dir, "ca-sentinel.p12")
+	require.NoError(t, os.WriteFile(p12File, p12, 0o600))
+	bundlePwFile := filepath.Join(b.dir, "bundle-password")
+	require.NoError(t, os.WriteFile(bundlePwFile, []byte(bundleSecret), 0o600))
+	b.env["MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY"] = "file:" + p12File
+	b.env["MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD"] = "file:" + bundlePwFile
+
+	uiSecret := "ui-sentinel-" + strings.Repeat("k", 12)
+	uiPwFile := filepath.Join(b.dir, "ui-password")
+	require.NoError(t, os.WriteFile(uiPwFile, []byte(uiSecret), 0o600))
+	b.env["MAILFATHOM_UI_ENABLED"] = "true"
+	b.env["MAILFATHOM_UI_USERNAME"] = "operator"
+	b.env["MAILFATHOM_UI_PASSWORD"] = "file:" + uiPwFile
+	b.env["MAILFATHOM_LOG_LEVEL"] = "debug"
+
+	p := b.start(t, "serve")
+	require.Eventually(t, func() bool { return b.storedCount(t) == 20 }, time.Minute, 20*time.Millisecond)
+
+	// The password is rotated on the server only: the next run is refused.
+	u.SetPassword("rotated-" + imapSecret)
+	_, err = b.pool.Exec(context.Background(),
+		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
+	require.NoError(t, err)
+	p.waitLog(t, "account run failed permanently; the next run follows the backoff", time.Minute)
+
+	addr := p.addr(t)
+	get := func(path string, auth bool) string {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		require.NoError(t, err)
+		if auth {
+			req.SetBasicAuth("operator", uiSecret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
+		return string(body)
+	}
+	metrics := get("/metrics", false)
+	require.Contains(t, metrics, "mailfathom_resilience_execution_duration_seconds")
+	var cancelledID int64
+	require.Eventually(t, func() bool {
+		return b.pool.QueryRow(context.Background(),
+			`SELECT id FROM river_job WHERE kind = 'account_run' AND state = 'cancelled'`).Scan(&cancelledID) == nil
+	}, 30*time.Second, 20*time.Millisecond)
+	uiJobs := get(fmt.Sprintf("/riverui/api/jobs/%d", cancelledID), true) + get("/riverui/api/jobs?state=completed", true)
+	require.Contains(t, uiJobs, "MailAuthenticationRejected", "River UI shows the refused run")
+	p.stop(t)
+
+	var jobText string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(
+		args::text || coalesce(errors::text, '') || coalesce(metadata::text, ''), ' '), '') FROM river_job`).Scan(&jobText))
+	outputs := map[string]string{"log": p.rawLog(), "jobs": jobText, "metrics": metrics, "river ui": uiJobs}
+	for _, secret := range []string{imapSecret, "rotated-" + imapSecret, bundleSecret, uiSecret} {
+		for what, text := range outputs {
+			require.NotContains(t, text, secret, "%s carries a secret", what)
+		}
+	}
+	require.Contains(t, p.rawLog(), "anchor", "the trust anchor was loaded (and logged by subject and fingerprint)")
+}
+
+// addr is the HTTP address the process logged when it started serving.
+func (p *serveProc) addr(t testing.TB) string {
+	t.Helper()
+	for _, l := range p.logLines() {
+		if l.msg() == "serving" {
+			if a, ok := l["addr"].(string); ok {
+				return a
+			}
+		}
+	}
+	t.Fatalf("%s logged no address", p.name)
+	return ""
+}
