@@ -155,7 +155,7 @@ func TestFetchBodiesCutAndRecover(t *testing.T) {
 	p := faultproxy.Start(t, b.srv.Addr())
 	var rec recorder
 	ep := b.endpoint(imapx.None) // plaintext, so the recorder reads commands
-	ep.Dial = rec.dial(p.Addr())
+	ep.Dial = rec.Dial(p.Addr())
 	s := b.open(ep, imapx.SessionOptions{})
 	before, err := s.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestReadOnlyOnTheWire(t *testing.T) {
 	uids, _ := b.seed("INBOX", []int{1_000, 50_000, 2_000})
 	var rec recorder
 	ep := b.endpoint(imapx.None)
-	ep.Dial = rec.dial("")
+	ep.Dial = rec.Dial("")
 	s, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 	require.NoError(t, err)
 	_, err = s.ListFolders(b.ctx)
@@ -272,7 +272,7 @@ func TestReadOnlyOnTheWire(t *testing.T) {
 	for _, want := range []string{"AUTHENTICATE", "NAMESPACE", "LIST", "EXAMINE", "UID SEARCH", "UID FETCH", "ENABLE", "LOGOUT"} {
 		require.Contains(t, names, want)
 	}
-	lines := rec.lines()
+	lines := rec.Lines()
 	enable := slices.Index(lines, "R1 ENABLE QRESYNC")
 	require.GreaterOrEqual(t, enable, 0)
 	require.Less(t, enable, slices.IndexFunc(lines, func(l string) bool {
@@ -291,7 +291,7 @@ func TestCommandTimeout(t *testing.T) {
 	b := setup(t, nil)
 	p := faultproxy.Start(t, b.srv.TLSAddr())
 	ep := b.endpoint(imapx.TLSOnConnect)
-	ep.Dial = (&recorder{}).dial(p.Addr())
+	ep.Dial = (&recorder{}).Dial(p.Addr())
 	s := b.open(ep, imapx.SessionOptions{CommandTimeout: 300 * time.Millisecond})
 	_, err := s.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)
@@ -333,7 +333,7 @@ func TestContextCancel(t *testing.T) {
 	b := setup(t, nil)
 	p := faultproxy.Start(t, b.srv.TLSAddr())
 	ep := b.endpoint(imapx.TLSOnConnect)
-	ep.Dial = (&recorder{}).dial(p.Addr())
+	ep.Dial = (&recorder{}).Dial(p.Addr())
 	s := b.open(ep, imapx.SessionOptions{})
 	_, err := s.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)
@@ -358,7 +358,7 @@ func TestClose(t *testing.T) {
 	b := setup(t, nil)
 	var rec recorder
 	ep := b.endpoint(imapx.None)
-	ep.Dial = rec.dial("")
+	ep.Dial = rec.Dial("")
 	s, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
@@ -367,7 +367,7 @@ func TestClose(t *testing.T) {
 
 	p := faultproxy.Start(t, b.srv.Addr())
 	var rec2 recorder
-	ep.Dial = rec2.dial(p.Addr())
+	ep.Dial = rec2.Dial(p.Addr())
 	s, err = imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 	require.NoError(t, err)
 	_, err = s.Examine(b.ctx, "INBOX")
@@ -397,7 +397,7 @@ func TestErrorsCarryNoPersonalData(t *testing.T) {
 	errs = append(errs, err)
 
 	p := faultproxy.Start(t, b.srv.TLSAddr())
-	ep.Dial = (&recorder{}).dial(p.Addr())
+	ep.Dial = (&recorder{}).Dial(p.Addr())
 	s := b.open(ep, imapx.SessionOptions{CommandTimeout: 300 * time.Millisecond})
 	_, err = s.Examine(b.ctx, folder+"-missing")
 	errs = append(errs, err)

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 )
 
 func TestMain(m *testing.M) {
@@ -137,78 +136,13 @@ func toUint32(uids []imap.UID) []uint32 {
 }
 
 // recorder records what sessions send to the server.
-type recorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// dial returns an Endpoint.Dial that connects to target (the endpoint's
-// address when empty) and records the client's bytes.
-func (r *recorder) dial(target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if target != "" {
-			addr = target
-		}
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &recordingConn{Conn: c, r: r}, nil
-	}
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.String()
-}
-
-// commands returns the recorded command lines (tag removed), literals and
-// SASL responses included as lines of their own.
-func (r *recorder) lines() []string {
-	var out []string
-	for _, l := range strings.Split(r.String(), "\r\n") {
-		if l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-type recordingConn struct {
-	net.Conn
-	r *recorder
-}
-
-func (c *recordingConn) Write(p []byte) (int, error) {
-	c.r.mu.Lock()
-	c.r.buf.Write(p)
-	c.r.mu.Unlock()
-	return c.Conn.Write(p)
-}
-
-// forbiddenOnTheWire matches anything a read-only session must never send:
-// a command that changes a mailbox or its messages, a read-write SELECT, or
-// a body fetch that is not BODY.PEEK.
-var forbiddenOnTheWire = regexp.MustCompile(`(?i)^\S+ (UID )?(STORE|COPY|MOVE|EXPUNGE|APPEND|SELECT|CREATE|DELETE|RENAME|SUBSCRIBE|UNSUBSCRIBE|SETACL|SETMETADATA|CLOSE)\b|BODY\[|BINARY\[|RFC822(\.TEXT)?( |\))`)
+type recorder = wiretap.Recorder
 
 // requireReadOnlyWire fails if r recorded a forbidden command and returns
 // the recorded command names.
 func requireReadOnlyWire(t testing.TB, r *recorder) []string {
 	t.Helper()
-	var names []string
-	for _, line := range r.lines() {
-		require.False(t, forbiddenOnTheWire.MatchString(line), "forbidden on the wire: %q", line)
-		f := strings.Fields(line)
-		if len(f) >= 2 {
-			name := strings.ToUpper(f[1])
-			if name == "UID" && len(f) >= 3 {
-				name += " " + strings.ToUpper(f[2])
-			}
-			names = append(names, name)
-		}
-	}
-	return names
+	return wiretap.RequireReadOnly(t, r)
 }
 
 var timeZero time.Time

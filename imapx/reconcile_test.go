@@ -18,6 +18,7 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 )
 
 // The capability lists the fallback paths are tested with. Dovecot still
@@ -134,7 +135,7 @@ func requireReconciliationWire(t testing.TB, c *connLog) []string {
 	t.Helper()
 	var cmds []string
 	for _, line := range c.lines(false) {
-		require.False(t, forbiddenOnTheWire.MatchString(line), "forbidden on the wire: %q", line)
+		require.False(t, wiretap.Forbidden(line), "forbidden on the wire: %q", line)
 		if !strings.HasPrefix(line, "R") {
 			continue // go-imap's greeting-time commands and SASL responses
 		}
@@ -571,7 +572,7 @@ func TestReconcileRecover(t *testing.T) {
 	uids := toUint32(b.user.SeedMaildir("INBOX", seedMessages(3)))
 	p := faultproxy.Start(t, b.srv.TLSAddr())
 	ep := b.endpoint(imapx.TLSOnConnect)
-	ep.Dial = (&recorder{}).dial(p.Addr())
+	ep.Dial = (&recorder{}).Dial(p.Addr())
 	s := b.open(ep, imapx.SessionOptions{CommandTimeout: 500 * time.Millisecond})
 	_, err := s.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)

@@ -35,7 +35,7 @@ func TestSecurityModes(t *testing.T) {
 			b := setup(t, nil)
 			var rec recorder
 			ep := b.endpoint(tc.sec)
-			ep.Dial = rec.dial("")
+			ep.Dial = rec.Dial("")
 			s := b.open(ep, imapx.SessionOptions{})
 			st, err := s.Examine(b.ctx, "INBOX")
 			require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestSecurityModes(t *testing.T) {
 		var rec recorder
 		ep := b.endpoint(imapx.Auto)
 		ep.Port = 993
-		ep.Dial = rec.dial(b.srv.TLSAddr())
+		ep.Dial = rec.Dial(b.srv.TLSAddr())
 		s := b.open(ep, imapx.SessionOptions{})
 		_, err := s.Examine(b.ctx, "INBOX")
 		require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestSecurityWithoutSTARTTLS(t *testing.T) {
 		b := setup(t, srv)
 		var rec recorder
 		ep := b.endpoint(imapx.StartTLSRequired)
-		ep.Dial = rec.dial("")
+		ep.Dial = rec.Dial("")
 		_, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 		require.ErrorIs(t, err, imapx.ErrStartTLSUnavailable)
 		require.False(t, imapx.IsTransient(err))
@@ -115,7 +115,7 @@ func TestSecurityWithoutSTARTTLSPlaintextAllowed(t *testing.T) {
 			b := setup(t, srv)
 			var rec recorder
 			ep := b.endpoint(sec)
-			ep.Dial = rec.dial("")
+			ep.Dial = rec.Dial("")
 			s := b.open(ep, imapx.SessionOptions{})
 			_, err := s.Examine(b.ctx, "INBOX")
 			require.NoError(t, err)

@@ -1,7 +1,6 @@
 package workers_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
@@ -36,30 +35,12 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// logBuffer captures the structured log for the privacy assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type syncBundle struct {
 	server *dovecot.Server
 	user   *dovecot.User
 	pool   *pgxpool.Pool
 	env    map[string]string
-	logs   *logBuffer
+	logs   *capture.Buffer
 	client *river.Client[pgx.Tx]
 	stop   func()
 	// metrics holds the resilience metrics of the latest start.
@@ -82,7 +63,7 @@ func setupSync(t *testing.T, opts ...dovecot.Option) *syncBundle {
 		server: s,
 		user:   u,
 		pool:   dbtest.Pool(t),
-		logs:   &logBuffer{},
+		logs:   &capture.Buffer{},
 		env: map[string]string{
 			"MAILFATHOM_SYNC_ENABLED":                             "true",
 			"MAILFATHOM_SYNC_INTERVAL":                            "1h",

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +18,10 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 )
 
 func TestMain(m *testing.M) {
@@ -46,8 +46,8 @@ type testBundle struct {
 	srv      *dovecot.Server
 	user     *dovecot.User
 	registry *resilience.Registry
-	logs     *syncBuffer
-	rec      *recorder
+	logs     *capture.Buffer
+	rec      *wiretap.Recorder
 	// passwordCalls counts how often the endpoint's secret was resolved.
 	passwordCalls int
 }
@@ -62,10 +62,10 @@ func setup(t *testing.T, srv *dovecot.Server, budgets map[resilience.DependencyC
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	logs := &syncBuffer{}
-	reg, err := resilience.NewRegistry(budgets, nil, slogTo(logs), nil)
+	logs := &capture.Buffer{}
+	reg, err := resilience.NewRegistry(budgets, nil, logs.Logger(), nil)
 	require.NoError(t, err)
-	return &testBundle{ctx: ctx, srv: srv, user: srv.NewUser(), registry: reg, logs: logs, rec: &recorder{}}
+	return &testBundle{ctx: ctx, srv: srv, user: srv.NewUser(), registry: reg, logs: logs, rec: &wiretap.Recorder{}}
 }
 
 // endpoint reaches the user over the plaintext listener (so the recorder
@@ -89,7 +89,7 @@ func (b *testBundle) endpoint(t *testing.T, target string) imapx.Endpoint {
 		},
 		AllowInsecureConnection:       true,
 		AllowClearTextOverUnencrypted: true,
-		Dial:                          b.rec.dial(target),
+		Dial:                          b.rec.Dial(target),
 	}
 }
 
@@ -172,7 +172,7 @@ func TestFetchRecoversReadOnlyAfterACut(t *testing.T) {
 	b.requireUnseen(t, uids)
 
 	wire := b.rec.String()
-	requireReadOnly(t, wire)
+	wiretap.RequireReadOnly(t, b.rec)
 	require.Equal(t, 2, strings.Count(wire, "EXAMINE INBOX"), "the recovery re-examined the folder")
 	// The retried fetch asked only for what was not delivered.
 	fetches := regexp.MustCompile(`UID FETCH ([0-9:,]+) `).FindAllStringSubmatch(wire, -1)
@@ -300,7 +300,7 @@ func TestStalledReadIsAbandonedAndRecovered(t *testing.T) {
 	require.Equal(t, 1, s.Recoveries())
 	require.GreaterOrEqual(t, time.Since(start), time.Second, "one attempt timeout was spent")
 	b.requireUnseen(t, uids)
-	requireReadOnly(t, b.rec.String())
+	wiretap.RequireReadOnly(t, b.rec)
 }
 
 // TestRecreatedFolderIsRefusedOnRecovery: a recovery that finds the folder
@@ -325,90 +325,4 @@ func TestRecreatedFolderIsRefusedOnRecovery(t *testing.T) {
 	// Refused, not read: no search was sent on the recovered connection.
 	wire := b.rec.String()
 	require.Equal(t, 1, strings.Count(wire, "UID SEARCH"), "only the cut attempt searched")
-}
-
-// requireReadOnly fails when the client sent anything that can change a
-// mailbox or set \Seen.
-func requireReadOnly(t *testing.T, wire string) {
-	t.Helper()
-	for _, line := range strings.Split(wire, "\r\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		cmd := strings.ToUpper(fields[1])
-		if cmd == "UID" && len(fields) > 2 {
-			cmd += " " + strings.ToUpper(fields[2])
-		}
-		switch cmd {
-		case "SELECT", "STORE", "UID STORE", "EXPUNGE", "UID EXPUNGE", "COPY", "UID COPY", "MOVE", "UID MOVE",
-			"APPEND", "CREATE", "DELETE", "RENAME", "SUBSCRIBE", "UNSUBSCRIBE":
-			t.Fatalf("the session sent %q", line)
-		}
-		if strings.Contains(strings.ToUpper(line), "FETCH") {
-			upper := strings.ToUpper(line)
-			require.NotRegexp(t, `BODY\[`, strings.ReplaceAll(upper, "BODY.PEEK[", ""), "a fetch without PEEK: %q", line)
-			require.NotContains(t, upper, "RFC822 ", "%q", line)
-		}
-	}
-}
-
-// recorder records the bytes sessions send to the server.
-type recorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *recorder) dial(target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if target != "" {
-			addr = target
-		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &recordingConn{Conn: c, r: r}, nil
-	}
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.String()
-}
-
-type recordingConn struct {
-	net.Conn
-	r *recorder
-}
-
-func (c *recordingConn) Write(p []byte) (int, error) {
-	c.r.mu.Lock()
-	c.r.buf.Write(p)
-	c.r.mu.Unlock()
-	return c.Conn.Write(p)
-}
-
-// syncBuffer is a log sink safe for the pipelines' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func slogTo(w *syncBuffer) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -1,7 +1,6 @@
 package resilience_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 )
 
 // sentinel appears in the text of every failure the tests produce and in
@@ -43,28 +43,10 @@ func fastBudget(change func(b *resilience.Budget)) resilience.Budget {
 	return b
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testBundle struct {
 	registry *resilience.Registry
 	metrics  *prometheus.Registry
-	logs     *syncBuffer
+	logs     *capture.Buffer
 }
 
 // setup builds a registry whose classes all have budget (one per class
@@ -82,7 +64,7 @@ func setup(t *testing.T, budget resilience.Budget, budgets map[resilience.Depend
 	for class, b := range budgets {
 		all[class] = b
 	}
-	logs := &syncBuffer{}
+	logs := &capture.Buffer{}
 	metrics := prometheus.NewPedanticRegistry()
 	reg, err := resilience.NewRegistry(all, overrides,
 		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), metrics)

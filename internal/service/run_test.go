@@ -19,30 +19,13 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/service"
+	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// syncBuffer is a goroutine-safe console.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // traversableTempDir returns a directory the unprivileged postgres user can
 // reach, which t.TempDir (mode 0700) is not.
@@ -57,14 +40,14 @@ func traversableTempDir(t *testing.T) string {
 
 type started struct {
 	addr    string
-	console *syncBuffer
-	logs    *syncBuffer
+	console *capture.Buffer
+	logs    *capture.Buffer
 	stop    func() error
 }
 
 func start(t *testing.T, opts service.Options) *started {
 	t.Helper()
-	s := &started{console: &syncBuffer{}, logs: &syncBuffer{}}
+	s := &started{console: &capture.Buffer{}, logs: &capture.Buffer{}}
 	opts.Console = s.console
 	opts.Logger = slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.HTTPAddr = "127.0.0.1:0"

@@ -1,0 +1,99 @@
+// Package wiretap records what an IMAP client sends, so a test can assert
+// that a read-only session never sent anything that could change a mailbox
+// or set \Seen. It reads the client's side only, so it needs a connection
+// without TLS (or a recorder inside it).
+package wiretap
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Recorder records the bytes every connection it dials sends. The zero
+// value is ready to use; it is safe for concurrent use.
+type Recorder struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Dial returns a dial function (imapx.Endpoint.Dial) that connects to
+// target — the address asked for when target is empty — and records what
+// the client writes.
+func (r *Recorder) Dial(target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if target != "" {
+			addr = target
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &recordingConn{Conn: c, r: r}, nil
+	}
+}
+
+// String returns everything recorded, across connections, in order.
+func (r *Recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+// Lines returns the recorded lines (commands with their tags, literals and
+// SASL responses as lines of their own), empty ones left out.
+func (r *Recorder) Lines() []string {
+	var out []string
+	for _, l := range strings.Split(r.String(), "\r\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+type recordingConn struct {
+	net.Conn
+	r *Recorder
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) {
+	c.r.mu.Lock()
+	c.r.buf.Write(p)
+	c.r.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// forbidden matches anything a read-only session must never send: a
+// command that changes a mailbox or its messages, a read-write SELECT, or a
+// body fetch that is not BODY.PEEK (RFC 9051 §6.4.5: BODY[] sets \Seen).
+var forbidden = regexp.MustCompile(`(?i)^\S+ (UID )?(STORE|COPY|MOVE|EXPUNGE|APPEND|SELECT|CREATE|DELETE|RENAME|SUBSCRIBE|UNSUBSCRIBE|SETACL|SETMETADATA|CLOSE)\b|BODY\[|BINARY\[|RFC822(\.TEXT)?( |\))`)
+
+// Forbidden reports whether one recorded line is something a read-only
+// session must never send.
+func Forbidden(line string) bool { return forbidden.MatchString(line) }
+
+// RequireReadOnly fails t if r recorded anything forbidden and returns the
+// recorded command names (upper case, "UID FETCH" as one name).
+func RequireReadOnly(t testing.TB, r *Recorder) []string {
+	t.Helper()
+	var names []string
+	for _, line := range r.Lines() {
+		require.False(t, forbidden.MatchString(line), "forbidden on the wire: %q", line)
+		f := strings.Fields(line)
+		if len(f) >= 2 {
+			name := strings.ToUpper(f[1])
+			if name == "UID" && len(f) >= 3 {
+				name += " " + strings.ToUpper(f[2])
+			}
+			names = append(names, name)
+		}
+	}
+	return names
+}
