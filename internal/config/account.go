@@ -55,9 +55,15 @@ type Account struct {
 	// Username is MAILFATHOM_ACCOUNTS_<i>_USERNAME. Required.
 	Username string
 	// Password is MAILFATHOM_ACCOUNTS_<i>_PASSWORD, a secret reference.
-	// Required for every configured account, whether or not
-	// synchronization is enabled.
+	// Required for every configured account whose allow-list permits a
+	// password mechanism, whether or not synchronization is enabled, and
+	// refused for a token account (see OAuth).
 	Password secret.Reference
+	// OAuth is the account's OAuth block (MAILFATHOM_ACCOUNTS_<i>_OAUTH_*):
+	// required for a token account, one whose allow-list permits only
+	// XOAUTH2 and/or OAUTHBEARER, and refused for every other. Zero by
+	// default.
+	OAuth OAuth
 	// Mode is MAILFATHOM_ACCOUNTS_<i>_MODE. Default Polling.
 	Mode Mode
 	// EarliestEmailReceivedDate is
@@ -87,6 +93,7 @@ type rawAccount struct {
 	EarliestEmailReceivedDate       string       `env:"EARLIEST_EMAIL_RECEIVED_DATE"`
 	RemotelyDeletedEmailDisposition string       `env:"REMOTELY_DELETED_EMAIL_DISPOSITION" envDefault:"RetainTombstone"`
 	Transport                       rawTransport // no prefix: CONNECTION_SECURITY etc. sit beside ID
+	OAuth                           rawOAuth     // no prefix: OAUTH_TOKEN_ENDPOINT etc. sit beside ID
 	Folders                         []rawFolder  `envPrefix:"FOLDERS_"`
 }
 
@@ -139,9 +146,6 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 	if a.Username == "" {
 		c.add(v("USERNAME"), "%s: a user name is required", label)
 	}
-	if raw.Password == "" {
-		c.add(v("PASSWORD"), "%s: a password secret reference is required for every configured account, even while synchronization is disabled (remove the account instead)", label)
-	}
 	a.Password = c.reference(v("PASSWORD"), raw.Password)
 
 	if m, ok := enumIn(c, v("MODE"), label+": ", raw.Mode, Modes); ok {
@@ -154,8 +158,12 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 		a.EarliestEmailReceivedDate = convertEarliestDate(c, v("EARLIEST_EMAIL_RECEIVED_DATE"), label, raw.EarliestEmailReceivedDate)
 	}
 
-	t, securityOK := convertTransport(c, i, label, raw.Transport)
+	t, securityOK, mechanismsOK := convertTransport(c, i, label, raw.Transport)
 	a.TransportSecurity = t
+	a.OAuth = convertOAuth(c, i, label, raw.OAuth)
+	if mechanismsOK {
+		convertCredential(c, i, label, t.TokenOnly(), raw.Password, raw.OAuth)
+	}
 	if raw.Port == "" {
 		a.Port = SecurityTLSOnConnect.DefaultPort()
 		if securityOK {

@@ -89,6 +89,9 @@ func (c *Config) SecretReferences() []NamedReference {
 		add(accountVar(i, "PASSWORD"), a.Password)
 		add(accountVar(i, "TRUSTED_CERTIFICATE_AUTHORITY"), a.TransportSecurity.TrustedCertificateAuthority)
 		add(accountVar(i, "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD"), a.TransportSecurity.TrustedCertificateAuthorityPassword)
+		add(accountVar(i, "OAUTH_CLIENT_ID"), a.OAuth.ClientID)
+		add(accountVar(i, "OAUTH_CLIENT_SECRET"), a.OAuth.ClientSecret)
+		add(accountVar(i, "OAUTH_REFRESH_TOKEN"), a.OAuth.RefreshToken)
 	}
 	return refs
 }
@@ -204,7 +207,7 @@ func bindRaw(vars map[string]string, onSet env.OnSetFn) (rawConfig, error) {
 // crossCheck enforces the rules that span sections.
 func crossCheck(c *converter, cfg *Config, raw rawConfig) {
 	if cfg.Sync.Enabled && len(raw.Accounts) == 0 {
-		c.add(Prefix+"SYNC_ENABLED", "synchronization is enabled but no account is configured; configure MAILFATHOM_ACCOUNTS_0_ID, _HOST, _USERNAME and _PASSWORD, or disable synchronization")
+		c.add(Prefix+"SYNC_ENABLED", "synchronization is enabled but no account is configured; configure MAILFATHOM_ACCOUNTS_0_ID, _HOST, _USERNAME and _PASSWORD (or an OAuth block), or disable synchronization")
 	}
 	if databaseConfigured(c) && cfg.UI.Enabled && raw.Service.UIPassword == "" {
 		c.add(Prefix+"UI_PASSWORD", "is required when a database is configured and the UI is enabled (only the embedded default generates one); set it to a secret reference such as file:/run/secrets/ui-password")

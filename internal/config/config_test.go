@@ -291,10 +291,52 @@ func TestLoadValidEnvironments(t *testing.T) {
 			require.Equal(t, 10*time.Second, cfg.Sync.Interval)
 			require.Equal(t, 65535, cfg.Accounts[0].Port)
 		}},
-		{"OAuth-only mechanisms still take a password for now", map[string]string{
-			"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "OAUTHBEARER,XOAUTH2",
+		{"OAuth-only mechanisms take an OAuth block instead of a password", oauthAccount(nil), func(t *testing.T, cfg *Config) {
+			a := cfg.Accounts[0]
+			require.Equal(t, []AuthenticationMechanism{OAuthBearer, XOAuth2}, a.TransportSecurity.PermittedAuthenticationMechanisms)
+			require.True(t, a.TransportSecurity.TokenOnly())
+			require.True(t, a.Password.IsZero())
+			require.Equal(t, OAuth{
+				TokenEndpoint: "https://login.example.test/oauth2/v2.0/token?tenant=SENTINEL",
+				ClientID:      secret.Reference{Scheme: "file", Target: "/run/secrets/SENTINEL-client-id"},
+				ClientSecret:  secret.Reference{Scheme: "systemd-credential", Target: "SENTINEL-client-secret"},
+				RefreshToken:  secret.Reference{Scheme: "docker-secret", Target: "SENTINEL-refresh"},
+				Scope:         "https://outlook.office.com/IMAP.AccessAsUser.All offline_access",
+			}, a.OAuth)
+			require.False(t, cfg.Accounts[1].TransportSecurity.TokenOnly())
+			require.True(t, cfg.Accounts[1].OAuth.IsZero())
+			var vars []string
+			for _, r := range cfg.SecretReferences() {
+				vars = append(vars, r.Variable)
+			}
+			require.Subset(t, vars, []string{
+				"MAILFATHOM_ACCOUNTS_0_OAUTH_CLIENT_ID", "MAILFATHOM_ACCOUNTS_0_OAUTH_CLIENT_SECRET", "MAILFATHOM_ACCOUNTS_0_OAUTH_REFRESH_TOKEN",
+			})
+			require.NotContains(t, vars, "MAILFATHOM_ACCOUNTS_0_PASSWORD")
+			require.Len(t, vars, 8)
+		}},
+		{"one token mechanism, no scope, loopback http endpoint", oauthAccount(map[string]string{
+			"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "xoauth2",
+			"MAILFATHOM_ACCOUNTS_0_OAUTH_TOKEN_ENDPOINT":                "http://127.0.0.1:8443/token",
+			"MAILFATHOM_ACCOUNTS_0_OAUTH_SCOPE":                         unset,
+		}), func(t *testing.T, cfg *Config) {
+			a := cfg.Accounts[0]
+			require.Equal(t, []AuthenticationMechanism{XOAuth2}, a.TransportSecurity.PermittedAuthenticationMechanisms)
+			require.Equal(t, "http://127.0.0.1:8443/token", a.OAuth.TokenEndpoint)
+			require.Empty(t, a.OAuth.Scope)
+		}},
+		{"token endpoint on localhost and ::1, scope normalized", oauthAccount(map[string]string{
+			"MAILFATHOM_ACCOUNTS_0_OAUTH_TOKEN_ENDPOINT": "http://[::1]/token",
+			"MAILFATHOM_ACCOUNTS_0_OAUTH_SCOPE":          "  mail   offline_access ",
+		}), func(t *testing.T, cfg *Config) {
+			require.Equal(t, "http://[::1]/token", cfg.Accounts[0].OAuth.TokenEndpoint)
+			require.Equal(t, "mail offline_access", cfg.Accounts[0].OAuth.Scope)
+		}},
+		{"token mechanisms beside a password mechanism make a password account", map[string]string{
+			"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "XOAUTH2,SCRAM-SHA-256",
 		}, func(t *testing.T, cfg *Config) {
-			require.Equal(t, []AuthenticationMechanism{OAuthBearer, XOAuth2}, cfg.Accounts[0].TransportSecurity.PermittedAuthenticationMechanisms)
+			require.False(t, cfg.Accounts[0].TransportSecurity.TokenOnly())
+			require.False(t, cfg.Accounts[0].Password.IsZero())
 		}},
 	}
 	for _, tt := range tests {

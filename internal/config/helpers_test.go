@@ -50,6 +50,24 @@ func validEnv() map[string]string {
 	}
 }
 
+// oauthAccount returns overrides that turn account 0 into a valid token
+// account (no password, an OAuth block), with extra applied on top.
+func oauthAccount(extra map[string]string) map[string]string {
+	m := map[string]string{
+		"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "OAUTHBEARER,XOAUTH2",
+		"MAILFATHOM_ACCOUNTS_0_PASSWORD":                            unset,
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_TOKEN_ENDPOINT":                "https://login.example.test/oauth2/v2.0/token?tenant=SENTINEL",
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_CLIENT_ID":                     "file:/run/secrets/SENTINEL-client-id",
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_CLIENT_SECRET":                 "systemd-credential:SENTINEL-client-secret",
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_REFRESH_TOKEN":                 "docker-secret:SENTINEL-refresh",
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_SCOPE":                         "https://outlook.office.com/IMAP.AccessAsUser.All offline_access",
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
 // environ renders base with overrides applied, in os.Environ form, sorted.
 func environ(base map[string]string, overrides map[string]string) []string {
 	m := map[string]string{}

@@ -76,6 +76,10 @@ func TestReferenceDocumentsRuleIdentities(t *testing.T) {
 		RuleTrustAnchorNotExpected,
 		RuleTrustAnchorRequired,
 		RuleTrustAnchorPasswordWithoutTrustAnchor,
+		RuleOAuthRequired,
+		RuleOAuthIncomplete,
+		RuleOAuthNotExpected,
+		RulePasswordNotExpected,
 		"ReferenceMalformed", "MaterialMissing", "SecretNotResolvable",
 	} {
 		require.Contains(t, string(doc), "| `"+rule+"` |")

@@ -21,6 +21,8 @@ func TestUnknownVariables(t *testing.T) {
 		{"folder keeps both indexes", map[string]string{"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIASES": "x"}, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIASES", "did you mean MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS?"},
 		{"misspelled secret variable hides its value", map[string]string{"MAILFATHOM_ACCOUNTS_1_PASWORD": "file:/SENTINEL"}, "MAILFATHOM_ACCOUNTS_1_PASWORD", "did you mean MAILFATHOM_ACCOUNTS_1_PASSWORD?"},
 		{"backfill", map[string]string{"MAILFATHOM_BACKFILL_ENABLE": "false"}, "MAILFATHOM_BACKFILL_ENABLE", "did you mean MAILFATHOM_BACKFILL_ENABLED?"},
+		{"OAuth variable without its separator", map[string]string{"MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENTSECRET": "file:/SENTINEL"}, "MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENTSECRET", "did you mean MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENT_SECRET?"},
+		{"OAuth variable outside its block", map[string]string{"MAILFATHOM_ACCOUNTS_0_TOKEN_ENDPOINT": "https://id.example.test/token"}, "MAILFATHOM_ACCOUNTS_0_TOKEN_ENDPOINT", "did you mean MAILFATHOM_ACCOUNTS_0_OAUTH_TOKEN_ENDPOINT?"},
 		{"wrong case", map[string]string{"mailfathom_sync_enabled": "true"}, "mailfathom_sync_enabled", "names are case-sensitive and start with MAILFATHOM_; did you mean MAILFATHOM_SYNC_ENABLED?"},
 		{"account gap", map[string]string{"MAILFATHOM_ACCOUNTS_3_ID": "third"}, "MAILFATHOM_ACCOUNTS_3_ID",
 			"account index 3 follows a gap: indexes must be 0, 1, 2, … without gaps, and no MAILFATHOM_ACCOUNTS_2_* variable is set"},

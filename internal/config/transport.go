@@ -88,6 +88,10 @@ var AuthenticationMechanisms = []AuthenticationMechanism{
 // ClearText reports whether m hands over the reusable password itself.
 func (m AuthenticationMechanism) ClearText() bool { return m == Plain || m == Login }
 
+// Token reports whether m carries an OAuth 2.0 bearer token rather than a
+// password: XOAUTH2, or OAUTHBEARER (RFC 7628).
+func (m AuthenticationMechanism) Token() bool { return m == XOAuth2 || m == OAuthBearer }
+
 // The transport-security rule identities, appended in brackets to the
 // problem that reports a violation.
 const (
@@ -148,6 +152,23 @@ type TransportSecurity struct {
 	TrustedCertificateAuthorityInline string
 }
 
+// TokenOnly reports whether the allow-list permits only token mechanisms
+// (XOAUTH2 and/or OAUTHBEARER), which makes the account a token account: it
+// authenticates with an access token obtained through its OAuth block and
+// has no password. An allow-list permitting any password mechanism is a
+// password account, and the token mechanisms in it are never used.
+func (t TransportSecurity) TokenOnly() bool {
+	if len(t.PermittedAuthenticationMechanisms) == 0 {
+		return false
+	}
+	for _, m := range t.PermittedAuthenticationMechanisms {
+		if !m.Token() {
+			return false
+		}
+	}
+	return true
+}
+
 // InterpretationMode says how a trust-anchor setting's value is read.
 type InterpretationMode string
 
@@ -178,12 +199,13 @@ type rawTransport struct {
 
 // convertTransport converts account i's transport settings and enforces the
 // policy rules on whatever converted. label names the account in messages.
-// ok reports whether the connection-security mode converted.
-func convertTransport(c *converter, i int, label string, raw rawTransport) (t TransportSecurity, ok bool) {
+// ok reports whether the connection-security mode converted, mechanismsOK
+// whether every item of the allow-list did.
+func convertTransport(c *converter, i int, label string, raw rawTransport) (t TransportSecurity, ok, mechanismsOK bool) {
 	v := func(name string) string { return accountVar(i, name) }
 
 	t.ConnectionSecurity, ok = enum(c, v("CONNECTION_SECURITY"), raw.ConnectionSecurity, ConnectionSecurities)
-	t.PermittedAuthenticationMechanisms = convertMechanisms(c, v("PERMITTED_AUTHENTICATION_MECHANISMS"), raw.PermittedAuthenticationMechanisms)
+	t.PermittedAuthenticationMechanisms, mechanismsOK = convertMechanisms(c, v("PERMITTED_AUTHENTICATION_MECHANISMS"), raw.PermittedAuthenticationMechanisms)
 	t.AllowInsecureConnection = c.boolean(v("ALLOW_INSECURE_CONNECTION"), raw.AllowInsecureConnection)
 	t.AllowClearTextAuthenticationOverUnencryptedConnection = c.boolean(v("ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION"), raw.AllowClearTextAuthenticationOverUnencryptedConnection)
 	trust, trustOK := enum(c, v("CERTIFICATE_TRUST"), raw.CertificateTrust, CertificateTrusts)
@@ -232,23 +254,26 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 		c.addRule(v("TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD"), RuleTrustAnchorPasswordWithoutTrustAnchor,
 			"%s: A trusted certificate authority password is configured without a trusted certificate authority.", label)
 	}
-	return t, ok
+	return t, ok, mechanismsOK
 }
 
 // convertMechanisms parses the comma-separated allow-list. An unsupported
-// name is a parse failure, reported without a rule identity.
-func convertMechanisms(c *converter, variable, raw string) []AuthenticationMechanism {
-	var out []AuthenticationMechanism
+// name is a parse failure, reported without a rule identity. ok reports
+// whether every item parsed.
+func convertMechanisms(c *converter, variable, raw string) (out []AuthenticationMechanism, ok bool) {
+	ok = true
 	seen := map[AuthenticationMechanism]bool{}
 	for n, item := range strings.Split(raw, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			c.add(variable, "item %d is empty; list mechanism names separated by commas", n+1)
+			ok = false
 			continue
 		}
-		m, ok := lookupMechanism(item)
-		if !ok {
+		m, found := lookupMechanism(item)
+		if !found {
 			c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(AuthenticationMechanisms))
+			ok = false
 			continue
 		}
 		if !seen[m] {
@@ -256,7 +281,7 @@ func convertMechanisms(c *converter, variable, raw string) []AuthenticationMecha
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, ok
 }
 
 func lookupMechanism(name string) (AuthenticationMechanism, bool) {

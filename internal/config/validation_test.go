@@ -153,6 +153,51 @@ func TestLoadRejects(t *testing.T) {
 			"[TrustAnchorNotExpected]", RuleTrustAnchorNotExpected},
 		{"bundle password without anchor", map[string]string{a0 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD": "file:/SENTINEL"}, a0 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD",
 			"[TrustAnchorPasswordWithoutTrustAnchor]", RuleTrustAnchorPasswordWithoutTrustAnchor},
+
+		// The credential an allow-list needs.
+		{"token account without OAuth block", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "XOAUTH2", a0 + "PASSWORD": unset}, a0 + "OAUTH_TOKEN_ENDPOINT",
+			"Account 'primary': An allow-list of only XOAUTH2 and/or OAUTHBEARER requires an OAuth block: OAUTH_TOKEN_ENDPOINT, OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET and OAUTH_REFRESH_TOKEN. [OAuthRequired]", RuleOAuthRequired},
+		{"token account with a password", oauthAccount(map[string]string{a0 + "PASSWORD": "file:/run/SENTINEL"}), a0 + "PASSWORD",
+			"Account 'primary': An allow-list of only XOAUTH2 and/or OAUTHBEARER authenticates with an access token and takes no password; remove it, or permit a password mechanism. [PasswordNotExpected]", RulePasswordNotExpected},
+		{"OAuth block missing the client secret", oauthAccount(map[string]string{a0 + "OAUTH_CLIENT_SECRET": unset}), a0 + "OAUTH_CLIENT_SECRET",
+			"Account 'primary': The OAuth block is incomplete: it needs a secret reference to the client secret too. [OAuthIncomplete]", RuleOAuthIncomplete},
+		{"OAuth block missing the token endpoint", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": unset}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"it needs a token endpoint too. [OAuthIncomplete]", RuleOAuthIncomplete},
+		{"password account with an OAuth block", map[string]string{a1 + "OAUTH_CLIENT_ID": "file:/SENTINEL"}, a1 + "OAUTH_CLIENT_ID",
+			"Account 'secondary': An OAuth block is configured, but the allow-list permits a password mechanism, so the account authenticates with its password; permit only XOAUTH2 and/or OAUTHBEARER, or remove the OAuth block. [OAuthNotExpected]", RuleOAuthNotExpected},
+		{"token mechanisms beside a password mechanism with an OAuth block", oauthAccount(map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "XOAUTH2,PLAIN", a0 + "PASSWORD": "env:SENTINEL"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"[OAuthNotExpected]", RuleOAuthNotExpected},
+		{"password account with a scope alone", map[string]string{a0 + "OAUTH_SCOPE": "mail"}, a0 + "OAUTH_SCOPE", "[OAuthNotExpected]", RuleOAuthNotExpected},
+		{"password account missing its password names both credentials", map[string]string{a0 + "PASSWORD": unset, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-256,XOAUTH2"}, a0 + "PASSWORD",
+			"whose allow-list permits a password mechanism", ""},
+		{"unparsable allow-list settles no credential", oauthAccount(map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "XOAUTH2,OAUTH"}), a0 + "PERMITTED_AUTHENTICATION_MECHANISMS",
+			"item 2 ('OAUTH') is not a supported mechanism", ""},
+
+		// The OAuth block's own settings.
+		{"plain http token endpoint", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": "http://login.example.test/SENTINEL"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"must use https://; http:// is accepted only for a loopback host", ""},
+		{"http token endpoint on a look-alike host", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": "http://127.0.0.1.example.test/SENTINEL"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"must use https://", ""},
+		{"relative token endpoint", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": "/oauth2/SENTINEL"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"Account 'primary': the token endpoint must be an absolute https:// URL without a fragment", ""},
+		{"token endpoint without a host", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": "https:///SENTINEL"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"absolute https:// URL", ""},
+		{"token endpoint with a fragment", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": "https://login.example.test/token#SENTINEL"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"without a fragment", ""},
+		{"token endpoint with user information", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": "https://client:SENTINEL@login.example.test/token"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"must not carry user information", ""},
+		{"token endpoint of another scheme", oauthAccount(map[string]string{a0 + "OAUTH_TOKEN_ENDPOINT": "ftp://login.example.test/SENTINEL"}), a0 + "OAUTH_TOKEN_ENDPOINT",
+			"absolute https:// URL", ""},
+		{"client secret is not a reference", oauthAccount(map[string]string{a0 + "OAUTH_CLIENT_SECRET": "SENTINEL-pasted-secret"}), a0 + "OAUTH_CLIENT_SECRET",
+			"is not a valid secret reference", ""},
+		{"refresh token with unknown scheme", oauthAccount(map[string]string{a0 + "OAUTH_REFRESH_TOKEN": "vault:SENTINEL"}), a0 + "OAUTH_REFRESH_TOKEN",
+			"scheme is not supported", ""},
+		{"client ID reference naming a MAILFATHOM_ variable", oauthAccount(map[string]string{a0 + "OAUTH_CLIENT_ID": "env:MAILFATHOM_SENTINEL"}), a0 + "OAUTH_CLIENT_ID",
+			"must not name a MAILFATHOM_ variable", ""},
+		{"scope with a quote", oauthAccount(map[string]string{a0 + "OAUTH_SCOPE": `mail "all"`}), a0 + "OAUTH_SCOPE",
+			"(RFC 6749 §3.3)", ""},
+		{"scope beyond ASCII", oauthAccount(map[string]string{a0 + "OAUTH_SCOPE": "mail lecture·écriture"}), a0 + "OAUTH_SCOPE",
+			"printable ASCII", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,4 +248,45 @@ func TestLoadReportsEveryProblemTogether(t *testing.T) {
 		"MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION",
 		"MAILFATHOM_BACKFILL_INTERVAL",
 	}, got, e.Error())
+}
+
+// TestCredentialShapeReportsEveryProblem checks that the credential rules
+// report everything wrong with an account at once: a token account with a
+// password and no block, and a block that names only its scope.
+func TestCredentialShapeReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	const a0 = "MAILFATHOM_ACCOUNTS_0_"
+	e := loadErr(t, environ(validEnv(), map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "OAUTHBEARER"}))
+	require.Len(t, e.Problems, 2, e.Error())
+	require.Equal(t, RulePasswordNotExpected, problemsFor(e, a0+"PASSWORD")[0].Rule)
+	require.Equal(t, RuleOAuthRequired, problemsFor(e, a0+"OAUTH_TOKEN_ENDPOINT")[0].Rule)
+
+	e = loadErr(t, environ(validEnv(), map[string]string{
+		a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "OAUTHBEARER", a0 + "PASSWORD": unset, a0 + "OAUTH_SCOPE": "mail",
+	}))
+	require.Len(t, e.Problems, 4, e.Error())
+	for _, name := range []string{"OAUTH_TOKEN_ENDPOINT", "OAUTH_CLIENT_ID", "OAUTH_CLIENT_SECRET", "OAUTH_REFRESH_TOKEN"} {
+		ps := problemsFor(e, a0+name)
+		require.Len(t, ps, 1, name)
+		require.Equal(t, RuleOAuthIncomplete, ps[0].Rule, name)
+	}
+
+	// Two token accounts missing different settings are each reported.
+	env := environ(validEnv(), oauthAccount(map[string]string{
+		a0 + "OAUTH_REFRESH_TOKEN":                                  unset,
+		"MAILFATHOM_ACCOUNTS_1_PERMITTED_AUTHENTICATION_MECHANISMS": "XOAUTH2",
+		"MAILFATHOM_ACCOUNTS_1_PASSWORD":                            unset,
+		"MAILFATHOM_ACCOUNTS_1_OAUTH_TOKEN_ENDPOINT":                "https://id.example.test/token",
+		"MAILFATHOM_ACCOUNTS_1_OAUTH_REFRESH_TOKEN":                 "env:SENTINEL_RT",
+		"MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENT_SECRET":                 "env:SENTINEL_CS",
+	}))
+	e = loadErr(t, env)
+	var got []string
+	for _, p := range e.Problems {
+		got = append(got, p.String())
+	}
+	require.Equal(t, []string{
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_REFRESH_TOKEN: Account 'primary': The OAuth block is incomplete: it needs a secret reference to the refresh token too. [OAuthIncomplete]",
+		"MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENT_ID: Account 'secondary': The OAuth block is incomplete: it needs a secret reference to the client ID too. [OAuthIncomplete]",
+	}, got)
 }
