@@ -52,6 +52,11 @@
 // Dovecot's usual 2 s, and the per-IP auth penalty is disabled, so a
 // wrong-password test does not slow down later logins.
 //
+// WithOAuth2 adds an oauth2 passdb for XOAUTH2 and OAUTHBEARER that checks
+// each bearer token at a token-introspection endpoint the test serves
+// (package oauthtest); the users still come from AddUser or NewUser, whose
+// passwords keep working for every other mechanism.
+//
 // The log (Log, WaitLog) records every login with its SASL mechanism
 // ("Login: user=<alice>, method=SCRAM-SHA-256, ..."), from auth_verbose.
 // The User helpers do not log in over the network (see User), so such lines

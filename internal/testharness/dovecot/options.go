@@ -23,6 +23,7 @@ type options struct {
 	plaintextAllowed bool
 	ca               *testca.Bundle
 	cert             *testca.Leaf
+	oauth2URL        string
 }
 
 func defaultOptions() options {
@@ -90,8 +91,54 @@ func WithDebugLog() Option {
 	return func(o *options) { o.debug = true }
 }
 
+// OAuth2Mechanisms are the bearer-token mechanisms WithOAuth2 adds to
+// auth_mechanisms and routes to the oauth2 passdb.
+var OAuth2Mechanisms = []string{"xoauth2", "oauthbearer"}
+
+// WithOAuth2 adds Dovecot's oauth2 passdb for the XOAUTH2 and OAUTHBEARER
+// mechanisms, and adds both to auth_mechanisms unless WithAuthMechanisms
+// names either of them, in which case its list is advertised as given (so
+// a server can offer only one of them). Dovecot validates each bearer
+// token by POSTing token=<token> to introspectionURL (introspection_mode =
+// post, the RFC 7662 request) and admits the login when the JSON answer
+// carries "active": true and a "username" equal to the user logging in
+// (username_attribute = username, active_attribute = active,
+// active_value = true). An inactive token is refused with
+// AUTHENTICATIONFAILED after the mechanism's error challenge (RFC 7628
+// §3.2.2). package oauthtest serves such an endpoint.
+//
+// The oauth2 passdb answers only those two mechanisms and ends their
+// lookup (a refused token is not then tried as a passwd-file password);
+// every other mechanism and the LOGIN command still use the users'
+// passwords. The users themselves still come from AddUser or NewUser,
+// whose userdb entry a token login needs too; their passwords are simply
+// not used by it.
+//
+// Dovecot 2.3 needs no tokeninfo_url when introspection_url is set: it
+// then introspects every token.
+func WithOAuth2(introspectionURL string) Option {
+	return func(o *options) { o.oauth2URL = introspectionURL }
+}
+
 func (o options) mechanisms() string {
-	return strings.Join(o.authMechanisms, " ")
+	mechs := append([]string(nil), o.authMechanisms...)
+	named := false
+	for _, m := range OAuth2Mechanisms {
+		named = named || containsFold(mechs, m)
+	}
+	if o.oauth2URL != "" && !named {
+		mechs = append(mechs, OAuth2Mechanisms...)
+	}
+	return strings.Join(mechs, " ")
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // WithCA makes the server use b instead of a new bundle: b.Server is its

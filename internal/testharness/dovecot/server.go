@@ -166,6 +166,11 @@ func (in *instance) prepare() error {
 			return err
 		}
 	}
+	if p.opts.oauth2URL != "" {
+		if err := os.WriteFile(p.oauth2File(), []byte(p.renderOAuth2()), 0o644); err != nil {
+			return err
+		}
+	}
 	in.conf = filepath.Join(p.dir, "dovecot.conf")
 	return nil
 }
