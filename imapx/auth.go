@@ -19,24 +19,31 @@ import (
 // text (see internal/sasl). Nothing is retried here: a rejected credential
 // repeated against a mail server is how an account gets locked.
 //
-// The password is resolved for this connection only, after the mechanism is
-// chosen (so an unavailable mechanism never reads it), and zeroed once it
-// has been sent. Copies made by libraries that take strings (go-imap's
-// base64 encoding, go-sasl's PLAIN and LOGIN, the LOGIN command) stay
-// outside this package's reach until the garbage collector reuses them;
-// PLAIN uses this package's own client, which builds its response in a
-// slice it zeroes.
+// The credential is obtained for this connection only, after the mechanism
+// is chosen (so an unavailable mechanism never reads a password or requests
+// a token), and zeroed once it has been sent. A token account (Endpoint.Token
+// set) authenticates with OAUTHBEARER (RFC 7628) or XOAUTH2 only, never with
+// a password and never with the LOGIN command. Copies made by libraries that
+// take strings (go-imap's base64 encoding, go-sasl's PLAIN, LOGIN and
+// OAUTHBEARER, the LOGIN command) stay outside this package's reach until
+// the garbage collector reuses them; PLAIN uses this package's own client,
+// which builds its response in a slice it zeroes.
 
 // defaultPermitted is configuration's default allow-list.
 var defaultPermitted = []config.AuthenticationMechanism{config.Plain, config.Login}
 
 // authenticate logs c in as ep.Username over a connection that is
 // encrypted or not. A rejected credential is an *AuthenticationError; no
-// usable mechanism is a *sasl.MechanismUnavailableError.
+// usable mechanism is a *sasl.MechanismUnavailableError; a token that could
+// not be obtained is a *TokenError.
 func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encrypted bool) error {
 	caps := c.Caps()
 	if caps == nil {
 		return &TransportError{Op: "CAPABILITY", Err: errConnectionUnusable}
+	}
+	tokenAccount := ep.Token != nil
+	if tokenAccount && ep.Password != nil {
+		return errors.New("imapx: the endpoint has both a password and a token source")
 	}
 	permitted := ep.PermittedMechanisms
 	if len(permitted) == 0 {
@@ -53,12 +60,16 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 		Security:                      config.ConnectionSecurity(security),
 		AllowClearTextOverUnencrypted: ep.AllowClearTextOverUnencrypted,
 		Encrypted:                     encrypted,
+		TokenAccount:                  tokenAccount,
 	}.Choose()
 	if err != nil {
 		if caps.Has(imap.CapLoginDisabled) {
 			return fmt.Errorf("%w (%w)", err, ErrLoginDisabled)
 		}
 		return err
+	}
+	if tokenAccount {
+		return authenticateWithToken(ctx, c, ep, choice.Mechanism)
 	}
 	if ep.Password == nil {
 		return errors.New("imapx: the endpoint has no password source")
@@ -91,6 +102,38 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 		}
 		err = sasl.Authenticate(c, client)
 	}
+	return authenticationOutcome(mechanism, err)
+}
+
+// authenticateWithToken runs mechanism, OAUTHBEARER or XOAUTH2, with a
+// token obtained now from ep.Token. A refused token is an
+// *AuthenticationError, after ep.TokenRefused has been told.
+func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoint, mechanism config.AuthenticationMechanism) error {
+	token, err := ep.Token(ctx)
+	defer clear(token)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("imapx: obtain access token: %w", ctx.Err())
+		}
+		return &TokenError{Err: err}
+	}
+	// OAUTHBEARER's optional host and port keys (RFC 7628 §3.1) name the
+	// server as configured; XOAUTH2 has none.
+	client, err := sasl.NewClient(mechanism, sasl.Credentials{Username: ep.Username, Token: token, Host: ep.Host, Port: ep.Port})
+	if err != nil {
+		return err
+	}
+	err = authenticationOutcome(string(mechanism), sasl.Authenticate(c, client))
+	var authErr *AuthenticationError
+	if errors.As(err, &authErr) && ep.TokenRefused != nil {
+		ep.TokenRefused()
+	}
+	return err
+}
+
+// authenticationOutcome turns what authenticating with mechanism returned
+// into this package's errors.
+func authenticationOutcome(mechanism string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -8,8 +8,10 @@
 //
 // OpenReadSession connects, protects the connection as Endpoint.Security
 // says (implicit TLS, STARTTLS required or when available, or none) and
-// authenticates; the returned ReadSession lists folders, examines one, and
-// searches and fetches in it:
+// authenticates — with the password Endpoint.Password resolves or, for a
+// token account, with the bearer token Endpoint.Token obtains (OAUTHBEARER,
+// RFC 7628, preferred over XOAUTH2); the returned ReadSession lists
+// folders, examines one, and searches and fetches in it:
 //
 //	s, err := imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{Logger: log})
 //	folders, err := s.ListFolders(ctx)
@@ -56,9 +58,11 @@
 //     not be parsed (ErrMalformedResponse on the reconciliation connection).
 //     The connection is unusable afterwards; Recover replaces it and
 //     re-examines the open folder, read-only.
-//   - terminal: *AuthenticationError (the credential was rejected: repeating
-//     it is how accounts get locked), *CommandError (the server answered NO
-//     or BAD), *TLSError (certificate or handshake refused),
+//   - terminal: *AuthenticationError (the credential, a password or a
+//     bearer token, was rejected: repeating it is how accounts get locked),
+//     *TokenError (a token account's access token could not be obtained;
+//     its source has its own retry budget), *CommandError (the server
+//     answered NO or BAD), *TLSError (certificate or handshake refused),
 //     ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
 //     ErrFolderListTooLarge, ErrMailboxFolderRecreated, ErrIncompleteAnswer,
 //     and anything else.

@@ -48,8 +48,25 @@ type Endpoint struct {
 	Username  string
 	// Password is called once per connection, just before authenticating;
 	// the session zeroes the returned slice as soon as the credential has
-	// been sent, so it must return a slice the caller no longer needs.
+	// been sent, so it must return a slice the caller no longer needs. It
+	// must be nil when Token is set.
 	Password func(ctx context.Context) ([]byte, error)
+	// Token, when set, makes the endpoint a token account (one whose
+	// allow-list permits only XOAUTH2 and/or OAUTHBEARER): it authenticates
+	// with OAUTHBEARER (RFC 7628) when the server offers it and
+	// PermittedMechanisms permits it, with XOAUTH2 otherwise, and never with
+	// a password or the LOGIN command. Token is called once per connection,
+	// after the mechanism has been chosen, so a server offering neither
+	// requests no token; the session zeroes the returned slice as soon as
+	// the token has been sent. Its error becomes a *TokenError, which is
+	// terminal here: a token source retries within its own budget
+	// (internal/mailoauth).
+	Token func(ctx context.Context) ([]byte, error)
+	// TokenRefused, when set, is called when the server refused the token
+	// Token returned, before OpenReadSession returns the
+	// *AuthenticationError, so the source does not hand that token out
+	// again.
+	TokenRefused func()
 	// PermittedMechanisms is the account's SASL allow-list; empty means
 	// PLAIN and LOGIN, configuration's default. Its order is ignored.
 	PermittedMechanisms []config.AuthenticationMechanism

@@ -64,11 +64,12 @@ var ErrIncompleteAnswer = errors.New("imapx: the server's answer leaves out data
 // *TransportError.
 var ErrMalformedResponse = errors.New("imapx: malformed or oversized server response")
 
-// AuthenticationError reports that the server rejected the credential. It is
-// terminal: repeating a rejected credential is how an account gets locked.
+// AuthenticationError reports that the server rejected the credential, a
+// password or a bearer token. It is terminal: repeating a rejected
+// credential is how an account gets locked.
 type AuthenticationError struct {
-	// Mechanism is "PLAIN" (AUTHENTICATE PLAIN) or "LOGIN" (the LOGIN
-	// command).
+	// Mechanism is the SASL mechanism of AUTHENTICATE, such as "PLAIN",
+	// "SCRAM-SHA-256" or "OAUTHBEARER", or "LOGIN" for the LOGIN command.
 	Mechanism string
 	// Code is the response code, e.g. "AUTHENTICATIONFAILED"; may be empty.
 	Code string
@@ -81,6 +82,24 @@ func (e *AuthenticationError) Error() string {
 	}
 	return s + ")"
 }
+
+// TokenError reports that a token account's access token could not be
+// obtained (Endpoint.Token failed), so nothing was sent to the mail server.
+// It is terminal here, whatever its cause: the token source runs the
+// token request under its own resilience pipeline, which has already
+// retried what was worth retrying, and repeating the establishment around
+// it would make a second retry layer around one token request. Err is the
+// source's error, reachable with errors.As (such as a
+// *resilience.DependencyUnavailableError or an HTTP status); its text is
+// kept, since a token source's errors carry no secret (internal/mailoauth
+// guarantees that).
+type TokenError struct {
+	Err error
+}
+
+func (e *TokenError) Error() string { return "imapx: obtain access token: " + e.Err.Error() }
+
+func (e *TokenError) Unwrap() error { return e.Err }
 
 // CommandError reports that the server answered a command with NO or BAD. It
 // is terminal; the connection stays usable.
@@ -193,7 +212,7 @@ var (
 // parse (a desynchronized conversation).
 //
 // It is false for terminal failures (*AuthenticationError, *CommandError,
-// *TLSError, ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
+// *TLSError, *TokenError, ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
 // ErrFolderListTooLarge, ErrMailboxFolderRecreated, ErrIncompleteAnswer), for
 // anything it does not recognize, and for the caller's own context
 // cancellation or deadline (context.Canceled, context.DeadlineExceeded): the
@@ -207,12 +226,13 @@ func IsTransient(err error) bool {
 		authErr *AuthenticationError
 		cmdErr  *CommandError
 		tlsErr  *TLSError
+		tokErr  *TokenError
 		trErr   *TransportError
 		imapErr *imap.Error
 		ne      net.Error
 	)
 	switch {
-	case errors.As(err, &authErr), errors.As(err, &cmdErr), errors.As(err, &tlsErr), errors.As(err, &imapErr):
+	case errors.As(err, &authErr), errors.As(err, &cmdErr), errors.As(err, &tlsErr), errors.As(err, &tokErr), errors.As(err, &imapErr):
 		return false
 	case errors.Is(err, ErrMailboxFolderRecreated), errors.Is(err, ErrFolderListTooLarge),
 		errors.Is(err, ErrStartTLSUnavailable), errors.Is(err, ErrLoginDisabled),

@@ -2,9 +2,10 @@ package sasl_test
 
 // Integration tests against a real Dovecot 2.3 (internal/testharness/dovecot).
 //
-// XOAUTH2 and OAUTHBEARER are not run against Dovecot here: that needs an
-// oauth2 passdb and a token-introspection endpoint, which the OAuth bearer
-// work adds. Their wire format is unit-tested in bearer_test.go.
+// XOAUTH2 and OAUTHBEARER run against Dovecot's oauth2 passdb
+// (dovecot.WithOAuth2), which introspects every token at a fake
+// authorization server (internal/testharness/oauthtest). Their wire format
+// is unit-tested in bearer_test.go.
 
 import (
 	"crypto/tls"
@@ -21,6 +22,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
 )
 
 const logWait = 5 * time.Second
@@ -229,4 +231,73 @@ func TestGoIMAPSendsEmptyContinuationAsEquals(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c2.Close() })
 	require.NoError(t, authenticate(t, c2, config.Plain, u.Name(), u.Password()))
+}
+
+var tokenMechanisms = []config.AuthenticationMechanism{config.OAuthBearer, config.XOAuth2}
+
+func authenticateWithToken(t *testing.T, c *imapclient.Client, m config.AuthenticationMechanism, user, token string, port int) error {
+	t.Helper()
+	cl, err := sasl.NewClient(m, sasl.Credentials{Username: user, Token: []byte(token), Host: dovecot.Host, Port: port})
+	require.NoError(t, err)
+	return sasl.Authenticate(c, cl)
+}
+
+func TestDovecotAcceptsABearerToken(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []dovecot.Option
+	}{
+		{"with SASL-IR", nil},
+		{"without SASL-IR", []dovecot.Option{dovecot.WithCapability("IMAP4rev1 IDLE")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			as := oauthtest.Start(t)
+			s := dovecot.Start(t, append([]dovecot.Option{dovecot.WithOAuth2(as.IntrospectionURL())}, tc.opts...)...)
+			u := s.NewUser()
+			for _, m := range tokenMechanisms {
+				c := dialTLS(t, s)
+				require.Contains(t, c.Caps().AuthMechanisms(), string(m))
+				token := as.Issue(u.Name())
+				require.NoError(t, authenticateWithToken(t, c, m, u.Name(), token, s.TLSPort()), m)
+				require.Eventually(t, func() bool { return c.State() == imap.ConnStateAuthenticated }, logWait, time.Millisecond, m)
+				s.WaitLog("user=<"+u.Name()+">, method="+string(m)+",", logWait)
+				_, err := c.Select("INBOX", &imap.SelectOptions{ReadOnly: true}).Wait()
+				require.NoError(t, err, m)
+			}
+			require.Len(t, as.Introspections(), 2)
+		})
+	}
+}
+
+// TestDovecotRefusesABearerToken checks the error path RFC 7628 §3.2.3
+// prescribes against a real server: the client answers the error challenge
+// and the refusal is a *BearerTokenError wrapping the server's NO, carrying
+// neither the token nor the user name.
+func TestDovecotRefusesABearerToken(t *testing.T) {
+	t.Parallel()
+	as := oauthtest.Start(t)
+	s := dovecot.Start(t, dovecot.WithOAuth2(as.IntrospectionURL()))
+	u := s.NewUser()
+	for _, m := range tokenMechanisms {
+		token := as.Issue(u.Name())
+		as.Revoke(token)
+		c := dialTLS(t, s)
+		err := authenticateWithToken(t, c, m, u.Name(), token, s.TLSPort())
+		var be *sasl.BearerTokenError
+		require.ErrorAs(t, err, &be, m)
+		require.Equal(t, string(m), be.Mechanism)
+		require.NotEmpty(t, be.Status, "Dovecot's challenge carries a status")
+		var imapErr *imap.Error
+		require.ErrorAs(t, err, &imapErr, "%s: the server's NO is wrapped", m)
+		require.Equal(t, imap.StatusResponseTypeNo, imapErr.Type)
+		require.Equal(t, imap.ResponseCodeAuthenticationFailed, imapErr.Code)
+		require.NotContains(t, err.Error(), token)
+		require.NotContains(t, err.Error(), u.Name())
+		// The exchange ended cleanly: the connection is usable.
+		require.NoError(t, c.Noop().Wait(), m)
+		require.Equal(t, imap.ConnStateNotAuthenticated, c.State())
+	}
+	require.NotContains(t, s.Log(), "method=", "no login succeeded")
 }
