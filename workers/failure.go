@@ -128,6 +128,7 @@ func FailureIdentity(err error) string {
 		loadErr   *trustanchor.LoadError
 		pgErr     *pgconn.PgError
 		policyErr *imapx.PolicyViolationError
+		tokenErr  *imapx.TokenError
 	)
 	switch {
 	case mailsession.IsMailboxUnavailable(err):
@@ -138,6 +139,11 @@ func FailureIdentity(err error) string {
 		return "MailboxFolderRecreated"
 	case errors.Is(err, sasl.ErrMechanismUnavailable):
 		return sasl.MechanismUnavailableIdentity
+	case errors.As(err, &tokenErr):
+		if ClassifyFailure(err) == Retry {
+			return "MailAuthorizationServerUnavailable"
+		}
+		return "MailAccessTokenUnavailable"
 	case errors.As(err, &policyErr):
 		return policyErr.Rule
 	case errors.As(err, &authErr):

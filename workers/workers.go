@@ -29,6 +29,7 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
@@ -54,11 +55,15 @@ type Dependencies struct {
 	// authorization-server call runs under. Default: one built from the
 	// configuration's budgets, registering no metrics.
 	Resilience *resilience.Registry
+	// Tokens obtains and caches the access tokens of OAuth accounts; one
+	// per process, since it holds each account's cached token. Default:
+	// one built over Resolver and Resilience.
+	Tokens *mailoauth.Source
 }
 
 // endpointEnv is what mailendpoint needs to build an account's endpoint.
 func (d Dependencies) endpointEnv() mailendpoint.Env {
-	return mailendpoint.Env{Mode: d.Config.SecretInterpretationMode, Resolver: d.Resolver, Registry: d.Resilience}
+	return mailendpoint.Env{Mode: d.Config.SecretInterpretationMode, Resolver: d.Resolver, Registry: d.Resilience, Tokens: d.Tokens}
 }
 
 func (d Dependencies) withDefaults() (Dependencies, error) {
@@ -78,6 +83,13 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 			return d, err
 		}
 		d.Resilience = reg
+	}
+	if d.Tokens == nil {
+		tokens, err := mailoauth.NewSource(mailoauth.Options{Resolver: d.Resolver, Registry: d.Resilience, Logger: d.Logger})
+		if err != nil {
+			return d, err
+		}
+		d.Tokens = tokens
 	}
 	return d, nil
 }

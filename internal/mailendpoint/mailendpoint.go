@@ -1,18 +1,22 @@
 // Package mailendpoint turns a configured account into the imapx.Endpoint a
 // read session is opened with: where to connect, how to secure the
-// connection, which authorities to trust, and how to obtain the password.
+// connection, which authorities to trust, and how to obtain the credential —
+// the password of a password account, or the access token of a token
+// account (one whose allow-list permits only XOAUTH2 and/or OAUTHBEARER).
 //
 // Secrets are not read here: the endpoint carries functions that resolve
-// them afresh for every connection, so a rotated password or trust anchor
-// reaches the next connection without a restart.
+// them afresh for every connection, so a rotated password, OAuth reference or
+// trust anchor reaches the next connection without a restart.
 package mailendpoint
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/trustanchor"
@@ -46,12 +50,27 @@ type Env struct {
 	// token request runs under its MailAuthorizationServerInvocation
 	// pipeline keyed by the account.
 	Registry *resilience.Registry
+	// Tokens obtains and caches the access tokens of token accounts. It is
+	// long-lived — one per process, built with mailoauth.NewSource on the
+	// same Resolver and Registry — because it keeps each account's current
+	// access token and any refresh token the server rotated. Required when
+	// a token account is built; password accounts do not use it.
+	Tokens *mailoauth.Source
 }
+
+// ErrNoTokenSource is returned by Endpoint for a token account when
+// Env.Tokens is nil.
+var ErrNoTokenSource = errors.New("mailendpoint: a token account needs Env.Tokens (a mailoauth.Source)")
 
 // Endpoint builds the endpoint of account a. With AdditionalTrustedAuthority
 // the anchor is loaded through env.Resolver now, that is once per work unit,
 // so a replaced anchor file is used by the next run without a restart; it is
 // the only root the server's chain is validated against.
+//
+// A token account's endpoint has no password: its Token asks env.Tokens for
+// the account's access token (keyed by AccountKey, which is also the
+// instance of its MailAuthorizationServerInvocation pipeline), and its
+// TokenRefused makes env.Tokens forget a token the mail server refused.
 func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, error) {
 	mode, resolver := env.Mode, env.Resolver
 	ep := imapx.Endpoint{
@@ -72,6 +91,15 @@ func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, e
 			return imapx.Endpoint{}, err
 		}
 		ep.TLSConfig = anchor.TLSConfig(a.Host)
+	}
+	if a.TransportSecurity.TokenOnly() {
+		if env.Tokens == nil {
+			return imapx.Endpoint{}, ErrNoTokenSource
+		}
+		key, block, tokens := AccountKey(a.ID), a.OAuth, env.Tokens
+		ep.Password = nil
+		ep.Token = func(ctx context.Context) ([]byte, error) { return tokens.Token(ctx, key, block) }
+		ep.TokenRefused = func() { tokens.Forget(key) }
 	}
 	return ep, nil
 }

@@ -28,12 +28,16 @@ type LoadedAnchor struct {
 	AccountID, Subject, Fingerprint string
 }
 
-// CheckSecrets resolves every secret reference in cfg once, loads every
-// configured trust anchor, and reports all failures together. It is run
+// CheckSecrets resolves every secret reference in cfg once (the database
+// and UI passwords, each password account's password, each token account's
+// OAuth client ID, client secret and refresh token, and the trust-anchor
+// references), loads every configured trust anchor, and reports all
+// failures together, each by its variable and failure identity. It is run
 // before anything starts, so no run ever begins against a reference that
 // cannot resolve or an anchor that does not load; the material read here is
 // wiped at once, and every later use resolves again. Accounts are checked
-// whether or not synchronization is enabled.
+// whether or not synchronization is enabled. No token is requested here:
+// an authorization server's availability is a run's concern, not startup's.
 func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Resolver) ([]LoadedAnchor, error) {
 	var problems []string
 	for _, ref := range cfg.SecretReferences() {

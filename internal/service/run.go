@@ -25,8 +25,10 @@ import (
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
+	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/riverui"
 	"github.com/mailfathom/mailfathom/schema"
@@ -113,7 +115,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("resilience: %w", err)
 	}
-	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: opts.Resolver, Logger: logger, Resilience: pipelines}
+	resolver := cmp.Or(opts.Resolver, &secret.Resolver{})
+	tokens, err := mailoauth.NewSource(mailoauth.Options{Resolver: resolver, Registry: pipelines, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("mailbox OAuth: %w", err)
+	}
+	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens}
 	if err := workers.Register(ws, deps); err != nil {
 		return err
 	}

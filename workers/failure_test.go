@@ -1,0 +1,60 @@
+package workers_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/mailsession"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/workers"
+)
+
+// TestClassifyFailure is the job failure classifier's table: what River
+// does with each failure a work unit can end with, and the identity River
+// UI shows for it.
+func TestClassifyFailure(t *testing.T) {
+	t.Parallel()
+	unavailable := &resilience.DependencyUnavailableError{Class: resilience.MailboxSessionEstablishment, Instance: "a", Rejection: resilience.RejectionCircuitOpen}
+	tokenErr := func(status int) error {
+		return &imapx.TokenError{Err: &mailoauth.Error{Account: "a", Step: mailoauth.StepExchange, Err: &mailoauth.TokenEndpointError{Status: status}}}
+	}
+	cases := []struct {
+		name     string
+		err      error
+		want     workers.Disposition
+		identity string
+	}{
+		{"mailbox unavailable", &mailsession.MailboxUnavailableError{Account: "a", Operation: "inbox", Err: &imapx.TransportError{Op: "UID FETCH", Err: io.EOF}}, workers.Retry, "MailboxUnavailable"},
+		{"pipeline rejection", fmt.Errorf("wrapped: %w", unavailable), workers.Retry, "DependencyUnavailable"},
+		{"rejected credential", &imapx.AuthenticationError{Mechanism: "PLAIN"}, workers.Cancel, "MailAuthenticationRejected"},
+		{"refused certificate", &imapx.TLSError{Err: errors.New("x509")}, workers.Cancel, "MailboxTlsRefused"},
+		{"refused command", &imapx.CommandError{Command: "EXAMINE", Status: "NO"}, workers.Cancel, "MailboxCommandRefused"},
+		{"policy violation", &imapx.PolicyViolationError{Rule: "UnencryptedConnectionRequiresExplicitOptIn"}, workers.Cancel, "UnencryptedConnectionRequiresExplicitOptIn"},
+		{"folder recreated", imapx.ErrMailboxFolderRecreated, workers.Retry, "MailboxFolderRecreated"},
+		{"incomplete answer", imapx.ErrIncompleteAnswer, workers.Cancel, "MailboxAnswerIncomplete"},
+		{"authorization server overloaded", tokenErr(503), workers.Retry, "MailAuthorizationServerUnavailable"},
+		{"grant refused", tokenErr(401), workers.Cancel, "MailAccessTokenUnavailable"},
+		{"persistence conflict", fmt.Errorf("commit: %w", mailstore.ErrConcurrencyConflict), workers.Defer, "PersistenceConcurrencyConflict"},
+		{"database shutting down", &pgconn.PgError{Code: "57P01"}, workers.Retry, "Database57P01"},
+		{"database connection lost", &net.OpError{Op: "read", Err: errors.New("reset")}, workers.Retry, "*net.OpError"},
+		{"database constraint", &pgconn.PgError{Code: "23514"}, workers.Cancel, "Database23514"},
+		{"deadlock", &pgconn.PgError{Code: "40P01"}, workers.Retry, "Database40P01"},
+		{"unrecognized", errors.New("something else"), workers.Cancel, "*errors.errorString"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, workers.ClassifyFailure(tc.err), "%v", tc.err)
+			require.Equal(t, tc.identity, workers.FailureIdentity(tc.err))
+		})
+	}
+}
