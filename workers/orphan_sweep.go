@@ -16,10 +16,11 @@ import (
 // whose process died.
 const OrphanSweepInterval = 5 * time.Second
 
-// orphanGrace only absorbs clock differences between processes: a running
+// OrphanGrace only absorbs clock differences between processes: a running
 // job is covered by its process's liveness lock from the moment it is
-// fetched (see package liveness).
-const orphanGrace = 2 * time.Second
+// fetched (see package liveness), so only jobs fetched longer ago than this
+// are swept.
+const OrphanGrace = 2 * time.Second
 
 // OrphanSweepWorker requeues account runs, folder passes and backfill
 // batches whose process stopped while working them, so a crash costs
@@ -42,7 +43,7 @@ func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[jobs.Orphan
 func SweepOrphans(ctx context.Context, deps Dependencies, logger *slog.Logger) error {
 	ids, err := liveness.Sweep(ctx, deps.Pool, []string{
 		jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ReconcileWindow{}.Kind(), jobs.ExtractionBackfill{}.Kind(),
-	}, orphanGrace)
+	}, OrphanGrace)
 	if err != nil {
 		return err
 	}

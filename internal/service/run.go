@@ -147,6 +147,21 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := workers.SweepOrphans(ctx, deps, logger); err != nil {
 		return err
 	}
+	// A job its predecessor fetched moments before dying is inside the
+	// sweep's grace for clock skew; sweep once more when that has passed,
+	// rather than leave it to the leader's periodic sweep, which a restarted
+	// process only runs once the dead leader's lease has expired.
+	sweepCtx, cancelSweep := context.WithCancel(ctx)
+	defer cancelSweep()
+	go func() {
+		select {
+		case <-sweepCtx.Done():
+		case <-time.After(workers.OrphanGrace + 500*time.Millisecond):
+			if err := workers.SweepOrphans(sweepCtx, deps, logger); err != nil && sweepCtx.Err() == nil {
+				logger.WarnContext(ctx, "the second startup sweep failed", slog.String("error_type", fmt.Sprintf("%T", err)))
+			}
+		}
+	}()
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
 		return fmt.Errorf("schedule account runs: %w", err)
