@@ -7,7 +7,6 @@ package mailendpoint_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -27,8 +26,8 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
-	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
 )
 
@@ -169,31 +168,15 @@ func (b *testBundle) logins(want int) []string {
 // format) or a metric the code under test produced.
 func (b *testBundle) sweep() {
 	t := b.t
-	var out strings.Builder
-	out.WriteString(b.logs.String())
+	var sw capture.Sweep
+	sw.Add("log", b.logs.String())
 	b.mu.Lock()
-	for _, err := range b.errs {
-		fmt.Fprintf(&out, "%v\n%+v\n%#v\n", err, err, err)
-	}
+	sw.Errors(b.errs...)
 	b.mu.Unlock()
-	families, err := b.metrics.Gather()
-	require.NoError(t, err)
-	require.NotEmpty(t, families, "the pipelines recorded metrics")
-	for _, f := range families {
-		out.WriteString(f.String())
-	}
-	text := out.String()
+	require.NoError(t, sw.Metrics(b.metrics))
 	secrets := append(b.as.Secrets(), b.as.ClientID())
 	require.GreaterOrEqual(t, len(secrets), 3)
-	for _, s := range secrets {
-		// The message names the kind of secret only, not the secret.
-		if i := strings.Index(text, s); i >= 0 {
-			t.Errorf("a secret (%s…) leaked into a log line, an error or a metric, at byte %d of the captured output", s[:min(len(s), 12)], i)
-		}
-	}
-	if strings.Contains(text, oauthtest.SecretMarker) {
-		t.Errorf("the secret marker %s appears in the captured output", oauthtest.SecretMarker)
-	}
+	sw.RequireNone(t, append(secrets, oauthtest.SecretMarker)...)
 }
 
 func TestTokenAccountAuthenticatesWithOAuthBearer(t *testing.T) {

@@ -2,11 +2,9 @@ package mailoauth_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,26 +125,12 @@ func (b *testBundle) requests() []int {
 // format) or a metric.
 func (b *testBundle) sweep() {
 	t := b.t
-	var out strings.Builder
-	out.WriteString(b.logs.String())
+	var sw capture.Sweep
+	sw.Add("log", b.logs.String())
 	b.mu.Lock()
-	for _, err := range b.errs {
-		fmt.Fprintf(&out, "%v\n%+v\n%#v\n", err, err, err)
-	}
+	sw.Errors(b.errs...)
 	b.mu.Unlock()
-	families, err := b.metrics.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		out.WriteString(f.String())
-	}
-	text := out.String()
-	for _, s := range append(b.as.Secrets(), b.as.ClientID()) {
-		// The message names the kind of secret only, not the secret.
-		if i := strings.Index(text, s); i >= 0 {
-			t.Errorf("a secret (%s…) leaked into a log line, an error or a metric, at byte %d of the captured output", s[:min(len(s), 12)], i)
-		}
-	}
-	if strings.Contains(text, oauthtest.SecretMarker) {
-		t.Errorf("the secret marker %s appears in the captured output", oauthtest.SecretMarker)
-	}
+	require.NoError(t, sw.Metrics(b.metrics))
+	secrets := append(b.as.Secrets(), b.as.ClientID())
+	sw.RequireNone(t, append(secrets, oauthtest.SecretMarker)...)
 }
