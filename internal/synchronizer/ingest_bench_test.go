@@ -1,0 +1,369 @@
+package synchronizer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/mimex"
+	"github.com/mailfathom/mailfathom/schema"
+)
+
+// BenchmarkIngest runs the forward pass over a generated corpus served by an
+// in-memory session (no IMAP, no TLS, no Dovecot) into a durable PostgreSQL
+// cluster on disk, and reports the CPU PostgreSQL spent on it: the part of
+// the first sync's cost the database carries, without the e2e benchmark's
+// other processes. It runs on demand only:
+//
+//	go test -run '^$' -bench Ingest -benchtime 1x ./internal/synchronizer
+//
+// MAILFATHOM_INGEST_MESSAGES sets the corpus size (default 5000: the e2e
+// benchmark's corpus, same generator, seed and size mix).
+// MAILFATHOM_INGEST_SQL is SQL run after the migrations, to measure a
+// variant of the schema (e.g. "ALTER TABLE email_search_documents DROP
+// COLUMN search_vector"). MAILFATHOM_INGEST_SETTINGS is a comma-separated
+// list of name=value server settings. MAILFATHOM_INGEST_STATEMENTS=true
+// loads pg_stat_statements and logs the statements' times (wall time in the
+// backend, so they include waiting for a CPU). MAILFATHOM_INGEST_URL
+// names a running server's "postgres" database to use instead of a fresh
+// cluster (its data directory's postmaster.pid must be readable), which
+// keeps the ingested database for inspection.
+//
+// writer_cpu_s is this process's CPU less what generating the messages
+// took (measured around the generator, so it is approximate).
+func BenchmarkIngest(b *testing.B) {
+	n := 5000
+	if v := os.Getenv("MAILFATHOM_INGEST_MESSAGES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	statements := os.Getenv("MAILFATHOM_INGEST_STATEMENTS") == "true"
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "mailfathom-ingest-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	settings := map[string]string{}
+	if statements {
+		settings["shared_preload_libraries"] = "pg_stat_statements"
+		settings["pg_stat_statements.track"] = "all"
+		settings["track_functions"] = "all"
+	}
+	if v := os.Getenv("MAILFATHOM_INGEST_SETTINGS"); v != "" {
+		for _, kv := range strings.Split(v, ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			settings[k] = val
+		}
+	}
+	// MAILFATHOM_INGEST_URL names a running server's maintenance database
+	// to use instead (its postmaster.pid must be readable).
+	connString := func(db string) string {
+		return strings.Replace(os.Getenv("MAILFATHOM_INGEST_URL"), "/postgres?", "/"+db+"?", 1)
+	}
+	var dataDir string
+	if os.Getenv("MAILFATHOM_INGEST_URL") == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{
+			DataDir: filepath.Join(dir, "postgres"), Durable: true, Settings: settings, Logf: b.Logf,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cluster.Stop(context.Background()) })
+		connString, dataDir = cluster.ConnString, cluster.DataDir()
+	} else {
+		pool, err := pgxpool.New(ctx, connString("postgres"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, "SHOW data_directory").Scan(&dataDir); err != nil {
+			b.Fatal(err)
+		}
+		pool.Close()
+	}
+	pid, err := postmasterPID(dataDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	corpus := newIngestCorpus(n)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for i := range b.N {
+		b.StopTimer()
+		pool, err := pgxpool.New(ctx, connString("postgres"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := fmt.Sprintf("ingest_%d_%d", time.Now().Unix(), i)
+		if _, err := pool.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+			b.Fatal(err)
+		}
+		pool.Close()
+		pool, err = pgxpool.New(ctx, connString(name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := schema.Migrate(ctx, pool, logger); err != nil {
+			b.Fatal(err)
+		}
+		if statements {
+			if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if v := os.Getenv("MAILFATHOM_INGEST_SQL"); v != "" {
+			if _, err := pool.Exec(ctx, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		accountID, err := mailstore.EnsureAccount(ctx, pool, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		second, err := pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+
+		pgBefore, err := treeCPU(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		selfBefore := selfCPU()
+		corpus.generation = 0
+		start := time.Now()
+		b.StartTimer()
+		sess := &ingestSession{c: corpus}
+		for {
+			rep, err := ForwardPass(ctx, conn, sess, binding, Limits{
+				SecondWriter: second, BatchSize: 100, BatchesPerRun: 10, MaxRawMimeBytes: 25 << 20,
+				Extraction: mimex.Limits{MaxPartCount: 1000, MaxNestingDepth: 30, MaxExtractedTextCharacters: 100000},
+			}, logger)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !rep.More {
+				break
+			}
+		}
+		b.StopTimer()
+		elapsed := time.Since(start)
+		pgAfter, err := treeCPU(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		self := selfCPU() - selfBefore - corpus.generation
+		pg := pgAfter - pgBefore
+		b.Logf("run %d: %d messages in %.2f s (%.0f msgs/s); PostgreSQL %.2f s CPU (%.3f ms/msg), writer %.2f s CPU without the corpus generator's %.2f s",
+			i+1, n, elapsed.Seconds(), float64(n)/elapsed.Seconds(), pg.Seconds(), pg.Seconds()*1000/float64(n),
+			self.Seconds(), corpus.generation.Seconds())
+		b.ReportMetric(pg.Seconds(), "postgres_cpu_s")
+		b.ReportMetric(self.Seconds(), "writer_cpu_s")
+		b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
+		if statements {
+			logStatements(b, pool)
+		}
+		var sizes string
+		_ = pool.QueryRow(ctx, `SELECT string_agg(format('%s %s', relname, pg_size_pretty(pg_total_relation_size(relid))), ', ' ORDER BY pg_total_relation_size(relid) DESC)
+			FROM pg_stat_user_tables WHERE relname IN ('stored_emails','email_message_contents','email_search_documents','email_participants','email_attachments')`).Scan(&sizes)
+		b.Logf("sizes: %s", sizes)
+		conn.Release()
+		second.Release()
+		pool.Close()
+	}
+}
+
+func logStatements(b *testing.B, pool *pgxpool.Pool) {
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time + total_plan_time, format('plan %s ms: ', round(total_plan_time)) || left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC LIMIT 25`)
+	if err != nil {
+		b.Log(err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var calls int64
+		var ms float64
+		var q string
+		if err := rows.Scan(&calls, &ms, &q); err != nil {
+			b.Log(err)
+			return
+		}
+		b.Logf("%8d calls %9.0f ms (exec+plan)  %s", calls, ms, q)
+	}
+	rows2, err := pool.Query(ctx, `SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions ORDER BY total_time DESC LIMIT 10`)
+	if err == nil {
+		defer rows2.Close()
+		for rows2.Next() {
+			var f string
+			var calls int64
+			var tot, self float64
+			_ = rows2.Scan(&f, &calls, &tot, &self)
+			b.Logf("function %s: %d calls %.0f ms (self %.0f ms)", f, calls, tot, self)
+		}
+	}
+}
+
+// ingestCorpus generates the e2e benchmark's corpus on demand.
+type ingestCorpus struct {
+	sizes      []int
+	generation time.Duration // CPU spent generating messages (approximated by wall time)
+}
+
+func newIngestCorpus(n int) *ingestCorpus {
+	rng := rand.New(rand.NewPCG(42, 7))
+	c := &ingestCorpus{}
+	for range n {
+		c.sizes = append(c.sizes, corpusSize(rng))
+	}
+	return c
+}
+
+func (c *ingestCorpus) message(i int) []byte {
+	start := selfCPU()
+	defer func() { c.generation += selfCPU() - start }()
+	return mailgen.Message(42, i, max(1, c.sizes[i]))
+}
+
+// corpusSize is internal/e2e's.
+func corpusSize(rng *rand.Rand) int {
+	switch p := rng.Float64(); {
+	case p < 0.52:
+		return 2_000 + rng.IntN(9_000)
+	case p < 0.83:
+		return 11_000 + rng.IntN(49_000)
+	case p < 0.95:
+		return 60_000 + rng.IntN(140_000)
+	case p < 0.99:
+		return 250_000 + rng.IntN(900_000)
+	default:
+		return 1_150_000 + rng.IntN(250_000)
+	}
+}
+
+// ingestSession serves the corpus as UIDs 1..n.
+type ingestSession struct{ c *ingestCorpus }
+
+func (s *ingestSession) Examine(context.Context, string) (imapx.FolderState, error) {
+	n := uint32(len(s.c.sizes))
+	return imapx.FolderState{Path: "INBOX", UIDValidity: 1, UIDNext: n + 1, Exists: n}, nil
+}
+
+func (s *ingestSession) SearchUIDs(_ context.Context, after uint32, _ time.Time) ([]uint32, error) {
+	var out []uint32
+	for u := after + 1; u <= uint32(len(s.c.sizes)); u++ {
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func (s *ingestSession) FetchMetadata(_ context.Context, uids []uint32) ([]imapx.MessageMetadata, error) {
+	out := make([]imapx.MessageMetadata, len(uids))
+	for i, u := range uids {
+		out[i] = imapx.MessageMetadata{UID: u, Size: int64(s.c.sizes[u-1]), InternalDate: time.Unix(1.7e9+int64(u)*60, 0).UTC(),
+			Subject: fmt.Sprintf("Synthetic message %d", u-1), MessageID: fmt.Sprintf("msg-42-%d@example.test", u-1)}
+	}
+	return out, nil
+}
+
+func (s *ingestSession) FetchBodies(_ context.Context, uids []uint32, _ int64, fn func(imapx.Body) error) error {
+	for _, u := range uids {
+		if err := fn(imapx.Body{UID: u, Raw: s.c.message(int(u - 1))}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *ingestSession) Recover(ctx context.Context) (imapx.FolderState, error) {
+	return s.Examine(ctx, "")
+}
+
+func postmasterPID(dataDir string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0]))
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// treeCPU is the CPU time of root and its descendants, exited ones included.
+func treeCPU(root int) (time.Duration, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	type st struct {
+		ppid       int
+		own, reapd int64
+	}
+	stats := map[int]st{}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(data), ')')
+		f := strings.Fields(string(data[i+1:]))
+		num := func(k int) int64 { n, _ := strconv.ParseInt(f[k-3], 10, 64); return n }
+		stats[pid] = st{int(num(4)), num(14) + num(15), num(16) + num(17)}
+		children[int(num(4))] = append(children[int(num(4))], pid)
+	}
+	var total int64
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		total += stats[p].own + stats[p].reapd
+		queue = append(queue, children[p]...)
+	}
+	return time.Duration(total) * time.Second / 100, nil
+}
