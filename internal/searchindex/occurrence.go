@@ -104,7 +104,7 @@ func SendOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec 
 		}
 		b.Queue(writeOccurrenceDocumentSQL, with(rec.TextSource, rec.Lossy, rec.Truncated,
 			truncate(clean(rec.Subject), MaxSubjectCopyChars), participantCopy(rec.Participants),
-			clean(rec.Text), clean(rec.Untrimmed))...)
+			clean(rec.Text), untrimmedCopy(*rec))...)
 	}
 	p := &PendingOccurrence{results: q.SendBatch(ctx, b), res: &res, rec: rec, folderID: o.FolderID, uid: o.UID}
 	return p, nil

@@ -123,11 +123,33 @@ func TestWriteOccurrence(t *testing.T) {
 	require.True(t, *r.readable)
 	require.Equal(t, searchindex.SourcePlainText, r.source)
 	require.Equal(t, 2, r.participants)
-	stored, ok, err := mailstore.ReadOccurrence(ctx, pool, binding.ID, 1, 3)
+	content, ok, err := mailstore.ReadOccurrence(ctx, pool, binding.ID, 1, 3)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, mailstore.Available, stored.Availability)
-	require.NotNil(t, stored.ContentLength)
+	require.Equal(t, mailstore.Available, content.Availability)
+	require.NotNil(t, content.ContentLength)
+
+	// The untrimmed reading is stored only when trimming removed something;
+	// coalesce(body_text_untrimmed, body_text) reads it either way.
+	untrimmed := func(uid uint32) (stored *string, reading string) {
+		t.Helper()
+		require.NoError(t, pool.QueryRow(ctx, `
+			SELECT d.body_text_untrimmed, coalesce(d.body_text_untrimmed, d.body_text)
+			FROM email_search_documents d JOIN stored_emails e ON e.id = d.stored_email_id
+			WHERE e.mail_folder_id = $1 AND e.uid = $2`, binding.ID, uid).Scan(&stored, &reading))
+		return stored, reading
+	}
+	rec = readable("Reply", 1, 0)
+	rec.Text, rec.Untrimmed = "Thanks!", "Thanks!\n\nOn Monday Ann wrote:\n> Lunch?"
+	write(occurrence(5, "raw"), rec)
+	stored, reading := untrimmed(5)
+	require.NotNil(t, stored)
+	require.Equal(t, rec.Untrimmed, reading)
+	rec.Untrimmed = rec.Text // rewritten with nothing to trim: the copy goes
+	write(occurrence(5, "raw"), rec)
+	stored, reading = untrimmed(5)
+	require.Nil(t, stored)
+	require.Equal(t, "Thanks!", reading)
 
 	// A folder of another account is refused.
 	tx, err = pool.Begin(ctx)
