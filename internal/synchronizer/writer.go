@@ -2,7 +2,6 @@ package synchronizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -20,16 +19,23 @@ import (
 //
 // A message's write is sent without waiting for its answer: the payload has
 // been handed to the connection by then, so only the message being read is
-// held. Writes alternate between the writer's lanes — the pass's own
-// connection and, when the pass has one, a second — so two PostgreSQL
-// backends store messages at once while the session reads the next; a
-// lane's previous answer is read just before its next write is sent. The
+// held. The writer has lanes — the pass's own connection and, when the pass
+// has one, a second — so two PostgreSQL backends store messages at once
+// while the session reads the next. Each write goes to a lane with nothing
+// in flight, and when every lane is busy, to the first one whose answer
+// arrives: what a message costs PostgreSQL varies tenfold with its size and
+// text, and sending to the lanes in turn left one backend idle behind the
+// other's large message. A goroutine per write in flight reads its answer,
+// so the writer learns which lane is free without blocking on either. The
 // lanes commit together at the end of a group; a crash between the two
 // commits leaves only idempotent writes for the next pass to repeat, and
 // the checkpoint moves only after both committed.
 type writer struct {
-	lanes         []*lane
-	next          int
+	lanes []*lane
+	// answered receives a lane whose write in flight has been answered; the
+	// lane's err holds the outcome.
+	answered      chan *lane
+	inFlight      int
 	groupMessages int
 	groupBytes    int64
 	extraction    mimex.Limits
@@ -42,30 +48,63 @@ type writer struct {
 	bytes    int64
 }
 
-// lane is one connection's open transaction and its write in flight.
+// lane is one connection's open transaction and its write in flight. While
+// busy, the lane belongs to the goroutine reading the answer.
 type lane struct {
-	db      DB
-	tx      pgx.Tx
-	pending *searchindex.PendingOccurrence
+	db   DB
+	tx   pgx.Tx
+	busy bool
+	err  error
 }
 
 func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits) *writer {
-	w := &writer{groupMessages: groupMessages, groupBytes: groupBytes, extraction: lim}
+	w := &writer{groupMessages: groupMessages, groupBytes: groupBytes, extraction: lim, answered: make(chan *lane, len(dbs))}
 	for _, db := range dbs {
 		w.lanes = append(w.lanes, &lane{db: db})
 	}
 	return w
 }
 
-// wait reads the answer of the lane's write in flight, if any.
-func (l *lane) wait() error {
-	if l.pending == nil {
-		return nil
+// send hands p's answer to a goroutine that reports the lane on answered.
+func (w *writer) send(l *lane, p *searchindex.PendingOccurrence) {
+	l.busy = true
+	w.inFlight++
+	go func() {
+		_, l.err = p.Wait()
+		w.answered <- l
+	}()
+}
+
+// receive waits for one answer and returns its lane, idle again.
+func (w *writer) receive() (*lane, error) {
+	l := <-w.answered
+	w.inFlight--
+	l.busy = false
+	err := l.err
+	l.err = nil
+	return l, err
+}
+
+// idleLane returns a lane with nothing in flight, waiting for the first
+// answer when every lane has a write in flight.
+func (w *writer) idleLane() (*lane, error) {
+	for _, l := range w.lanes {
+		if !l.busy {
+			return l, nil
+		}
 	}
-	p := l.pending
-	l.pending = nil
-	_, err := p.Wait()
-	return err
+	return w.receive()
+}
+
+// drain waits for every answer in flight and returns the first error.
+func (w *writer) drain() error {
+	var first error
+	for w.inFlight > 0 {
+		if _, err := w.receive(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
@@ -77,9 +116,8 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 		w.lastReadable = r.Readable
 		rec = &r
 	}
-	l := w.lanes[w.next]
-	w.next = (w.next + 1) % len(w.lanes)
-	if err := l.wait(); err != nil {
+	l, err := w.idleLane()
+	if err != nil {
 		return err
 	}
 	if l.tx == nil {
@@ -93,7 +131,7 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 	if err != nil {
 		return err
 	}
-	l.pending = p
+	w.send(l, p)
 	w.messages++
 	w.bytes += int64(len(o.Raw))
 	if w.messages >= w.groupMessages || w.bytes >= w.groupBytes {
@@ -102,35 +140,42 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 	return nil
 }
 
-// commit reads every answer in flight and commits every lane.
+// commit reads every answer in flight and commits every lane. It returns
+// only when every commit has been answered, so a caller that moves the
+// checkpoint afterwards never moves it past an uncommitted row.
 func (w *writer) commit(ctx context.Context) error {
 	w.messages, w.bytes = 0, 0
-	for _, l := range w.lanes {
-		if err := l.wait(); err != nil {
-			return err
-		}
+	if err := w.drain(); err != nil {
+		return err
 	}
+	// The lanes' commits are sent at once, so their WAL flushes overlap
+	// rather than queue.
+	errs := make(chan error, len(w.lanes))
+	n := 0
 	for _, l := range w.lanes {
 		if l.tx == nil {
 			continue
 		}
 		tx := l.tx
 		l.tx = nil
-		if err := tx.Commit(ctx); err != nil {
-			return fmt.Errorf("synchronizer: commit: %w", err)
+		n++
+		go func() { errs <- tx.Commit(ctx) }()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = fmt.Errorf("synchronizer: commit: %w", err)
 		}
 	}
-	return nil
+	return first
 }
 
 func (w *writer) rollback(ctx context.Context) {
-	var errs []error
+	_ = w.drain()
 	for _, l := range w.lanes {
-		errs = append(errs, l.wait())
 		if l.tx != nil {
 			_ = l.tx.Rollback(context.WithoutCancel(ctx))
 			l.tx = nil
 		}
 	}
-	_ = errors.Join(errs...)
 }
