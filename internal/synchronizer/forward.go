@@ -291,11 +291,17 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 		fetch = append(fetch, uid)
 	}
 
+	written := make(map[uint32]bool, len(fetch))
 	store := func(b imapx.Body) error {
 		m, ok := byUID[b.UID]
-		if !ok {
-			return nil // an answer for a UID this batch did not ask about
+		if !ok || written[b.UID] {
+			// An answer for a UID this batch did not ask about, or a second
+			// answer for one already written: writing it again on the
+			// other lane would wait on the first write's uncommitted row,
+			// which commits only after both lanes answer.
+			return nil
 		}
+		written[b.UID] = true
 		if b.Exceeded {
 			c.oversized++
 			return w.write(ctx, p.occurrence(m, nil))
