@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -41,9 +42,18 @@ func (w *OrphanSweepWorker) Work(ctx context.Context, job *river.Job[jobs.Orphan
 // at once; the leader runs it periodically for processes that died while
 // others went on.
 func SweepOrphans(ctx context.Context, deps Dependencies, logger *slog.Logger) error {
-	ids, err := liveness.Sweep(ctx, deps.Pool, []string{
-		jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ReconcileWindow{}.Kind(), jobs.ExtractionBackfill{}.Kind(),
-	}, OrphanGrace)
+	deps, err := deps.withDefaults()
+	if err != nil {
+		return err
+	}
+	// One statement that owns no transaction: the database pipeline's to
+	// repeat when the database is briefly unreachable.
+	key := resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}
+	ids, err := resilience.Get(ctx, deps.Resilience, key, "orphan-sweep", func(ctx context.Context) ([]int64, error) {
+		return liveness.Sweep(ctx, deps.Pool, []string{
+			jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ReconcileWindow{}.Kind(), jobs.ExtractionBackfill{}.Kind(),
+		}, OrphanGrace)
+	})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 )
 
@@ -47,14 +48,23 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	for _, a := range cfg.Accounts {
 		accounts = append(accounts, mailendpoint.AccountKey(a.ID))
 	}
-	hits, err := searchindex.Search(ctx, pool, searchindex.Query{
+	// Two queries that own no transaction: the database pipeline's to
+	// repeat when the database is briefly unreachable.
+	pipelines, err := resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, nil, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+		return 1
+	}
+	query := searchindex.Query{
 		Text:          text,
 		Accounts:      accounts,
 		Account:       mailendpoint.AccountKey(*account),
 		Alias:         strings.ToUpper(strings.TrimSpace(*alias)),
 		Limit:         *limit,
 		Configuration: compiled,
-	})
+	}
+	hits, err := resilience.Get(ctx, pipelines, resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}, "search",
+		func(ctx context.Context) ([]searchindex.Hit, error) { return searchindex.Search(ctx, pool, query) })
 	if err != nil {
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 		return 1
