@@ -15,25 +15,6 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 )
 
-// corpusSize draws a message size shaped like the reference corpus of
-// DESIGN.md's facts (5 000 messages, 351 MB: mean ≈ 70 KB, median ≈ 10.6 KB,
-// p99 ≈ 1.15 MB). mailgen.Size has a similar shape but a mean of ≈ 64 KB, a
-// median of ≈ 13 KB and a p99 of ≈ 0.93 MB.
-func corpusSize(rng *rand.Rand) int {
-	switch p := rng.Float64(); {
-	case p < 0.52:
-		return 2_000 + rng.IntN(9_000)
-	case p < 0.83:
-		return 11_000 + rng.IntN(49_000)
-	case p < 0.95:
-		return 60_000 + rng.IntN(140_000)
-	case p < 0.99:
-		return 250_000 + rng.IntN(900_000)
-	default:
-		return 1_150_000 + rng.IntN(250_000)
-	}
-}
-
 // corpus is what seedCorpus wrote: digests and sizes only, so a 350 MB
 // corpus is never held in memory.
 type corpus struct {
@@ -45,7 +26,7 @@ type corpus struct {
 }
 
 // seedCorpus writes n generated messages into folder (straight into the
-// Maildir, in chunks), message i of size corpusSize/divisor, and returns
+// Maildir, in chunks), message i of size mailgen.ReferenceSize/divisor, and returns
 // their UIDs and SHA-256 digests. SeedMaildir writes exactly the bytes
 // given, so the digests are those of the bytes the server serves.
 func seedCorpus(t testing.TB, u *dovecot.User, folder string, n int, seed uint64, divisor int) corpus {
@@ -57,7 +38,7 @@ func seedCorpus(t testing.TB, u *dovecot.User, folder string, n int, seed uint64
 	for start := 0; start < n; start += chunk {
 		msgs := make([]dovecot.SeedMessage, 0, chunk)
 		for i := start; i < min(n, start+chunk); i++ {
-			raw := mailgen.Message(seed, i, max(1, corpusSize(rng)/divisor))
+			raw := mailgen.Message(seed, i, max(1, mailgen.ReferenceSize(rng)/divisor))
 			c.sums = append(c.sums, sha256.Sum256(raw))
 			c.sizes = append(c.sizes, len(raw))
 			c.bytes += int64(len(raw))

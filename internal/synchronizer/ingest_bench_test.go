@@ -251,7 +251,7 @@ func newIngestCorpus(n int) *ingestCorpus {
 	rng := rand.New(rand.NewPCG(42, 7))
 	c := &ingestCorpus{}
 	for range n {
-		c.sizes = append(c.sizes, corpusSize(rng))
+		c.sizes = append(c.sizes, mailgen.ReferenceSize(rng))
 	}
 	return c
 }
@@ -260,22 +260,6 @@ func (c *ingestCorpus) message(i int) []byte {
 	start := selfCPU()
 	defer func() { c.generation += selfCPU() - start }()
 	return mailgen.Message(42, i, max(1, c.sizes[i]))
-}
-
-// corpusSize is internal/e2e's.
-func corpusSize(rng *rand.Rand) int {
-	switch p := rng.Float64(); {
-	case p < 0.52:
-		return 2_000 + rng.IntN(9_000)
-	case p < 0.83:
-		return 11_000 + rng.IntN(49_000)
-	case p < 0.95:
-		return 60_000 + rng.IntN(140_000)
-	case p < 0.99:
-		return 250_000 + rng.IntN(900_000)
-	default:
-		return 1_150_000 + rng.IntN(250_000)
-	}
 }
 
 // ingestSession serves the corpus as UIDs 1..n.
