@@ -326,3 +326,30 @@ func TestRecreatedFolderIsRefusedOnRecovery(t *testing.T) {
 	wire := b.rec.String()
 	require.Equal(t, 1, strings.Count(wire, "UID SEARCH"), "only the cut attempt searched")
 }
+
+// TestReconcileRecoversBothConnections: a reconciliation whose connections
+// were both cut is retried by the retrieval pipeline on a re-established
+// session — the main connection re-examines the folder read-only and the
+// reconciliation connection is opened afresh — and answers as before.
+func TestReconcileRecoversBothConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	uids, _ := b.seed(30, 1_000)
+	b.user.Expunge("INBOX", imap.UID(uids[3]), imap.UID(uids[7]))
+	p := faultproxy.Start(t, b.srv.Addr())
+	s := b.open(t, "acct", b.endpoint(t, p.Addr()))
+	_, err := s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+	before, err := s.Reconcile(b.ctx, uids, 0)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{uids[3], uids[7]}, before.Vanished)
+
+	p.CutAll()
+	after, err := s.Reconcile(b.ctx, uids, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Recoveries())
+	require.Equal(t, before.Present, after.Present)
+	require.Equal(t, before.Vanished, after.Vanished)
+	b.requireUnseen(t, append(append([]uint32(nil), uids[:3]...), uids[8:]...))
+	wiretap.RequireReadOnly(t, b.rec)
+}
