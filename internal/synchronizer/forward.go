@@ -87,17 +87,20 @@ type Limits struct {
 
 // Report is what a pass did, in counts: no mail content.
 type Report struct {
-	Stored         int           `json:"stored"`
-	Unreadable     int           `json:"unreadable"`
-	Oversized      int           `json:"oversized"`
-	ExcludedByDate int           `json:"excluded_by_date"`
-	Vanished       int           `json:"vanished"`
-	Batches        int           `json:"batches"`
-	Bytes          int64         `json:"bytes"`
-	Recoveries     int           `json:"recoveries"`
-	Duration       time.Duration `json:"duration_ns"`
-	UIDValidity    uint32        `json:"uid_validity"`
-	CheckpointUID  uint32        `json:"checkpoint_uid"`
+	Stored         int   `json:"stored"`
+	Unreadable     int   `json:"unreadable"`
+	Oversized      int   `json:"oversized"`
+	ExcludedByDate int   `json:"excluded_by_date"`
+	Vanished       int   `json:"vanished"`
+	Batches        int   `json:"batches"`
+	Bytes          int64 `json:"bytes"`
+	// Recoveries is how often the session was re-established during the
+	// pass; the pass does not recover sessions itself, so the caller fills
+	// it in from its session (mailsession.Session.Recoveries).
+	Recoveries    int           `json:"recoveries"`
+	Duration      time.Duration `json:"duration_ns"`
+	UIDValidity   uint32        `json:"uid_validity"`
+	CheckpointUID uint32        `json:"checkpoint_uid"`
 	// ProgressReset reports that the folder's UIDVALIDITY differed from its
 	// checkpoint, so the pass started the folder over.
 	ProgressReset bool `json:"progress_reset,omitempty"`
