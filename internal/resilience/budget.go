@@ -3,6 +3,8 @@ package resilience
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/mailfathom/mailfathom/internal/config"
@@ -43,9 +45,10 @@ type Budget struct {
 	ConcurrencyLimit int
 }
 
-// DefaultBudgets returns the shipped budget of every declared class; it is
-// what configuration yields when no MAILFATHOM_RESILIENCE_ variable is set
-// (a test keeps the two equal).
+// DefaultBudgets returns the shipped budget of every declared class: what
+// configuration yields when no MAILFATHOM_RESILIENCE_ variable is set. The
+// defaults are written once, in package config (its REFERENCE.md lists
+// them with their reasons), and read from there, so the two cannot drift.
 //
 //	class                              attempts base   max  attempt total ratio min  window break limit
 //	MailboxSessionEstablishment        3        1s     10s  15s     45s   0.5   5    1m     30s   4
@@ -54,61 +57,19 @@ type Budget struct {
 //	DatabaseCommandExecution           3        200ms  2s   30s     1m    0.5   20   30s    5s    200
 //	AiProviderInvocation               3        1s     10s  1m      3m    0.5   10   30s    30s   4
 //	MailAuthorizationServerInvocation  3        100ms  1s   3s      10s   0.5   5    30s    15s   4
-//
-// MailboxDataRetrieval is the seed's example. Establishment's whole budget
-// fits inside one retrieval attempt, because a retried read re-establishes
-// the session inside that attempt. EmailDelivery is the smallest: the
-// fewest attempts and the lowest concurrency. DatabaseCommandExecution
-// backs off briefly, breaks briefly, and limits above the largest pool so
-// the pool queues rather than the limiter shedding. The authorization
-// server is short on every time axis, its attempt timeout (and its total)
-// well inside the establishment attempt that encloses a token request.
 func DefaultBudgets() map[DependencyClass]Budget {
-	return map[DependencyClass]Budget{
-		MailboxSessionEstablishment: {
-			MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 10 * time.Second,
-			AttemptTimeout: 15 * time.Second, TotalTimeout: 45 * time.Second,
-			CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
-			CircuitBreakerSamplingDuration: time.Minute, CircuitBreakerBreakDuration: 30 * time.Second,
-			ConcurrencyLimit: 4,
-		},
-		MailboxDataRetrieval: {
-			MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 15 * time.Second,
-			AttemptTimeout: time.Minute, TotalTimeout: 3 * time.Minute,
-			CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 10,
-			CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 15 * time.Second,
-			ConcurrencyLimit: 8,
-		},
-		EmailDelivery: {
-			MaxAttempts: 2, BaseDelay: time.Second, MaxDelay: 5 * time.Second,
-			AttemptTimeout: 30 * time.Second, TotalTimeout: time.Minute,
-			CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
-			CircuitBreakerSamplingDuration: time.Minute, CircuitBreakerBreakDuration: 30 * time.Second,
-			ConcurrencyLimit: 2,
-		},
-		DatabaseCommandExecution: {
-			MaxAttempts: 3, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second,
-			AttemptTimeout: 30 * time.Second, TotalTimeout: time.Minute,
-			CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 20,
-			CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 5 * time.Second,
-			ConcurrencyLimit: 200,
-		},
-		AiProviderInvocation: {
-			MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 10 * time.Second,
-			AttemptTimeout: time.Minute, TotalTimeout: 3 * time.Minute,
-			CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 10,
-			CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 30 * time.Second,
-			ConcurrencyLimit: 4,
-		},
-		MailAuthorizationServerInvocation: {
-			MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second,
-			AttemptTimeout: 3 * time.Second, TotalTimeout: 10 * time.Second,
-			CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
-			CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 15 * time.Second,
-			ConcurrencyLimit: 4,
-		},
-	}
+	return maps.Clone(defaultBudgets())
 }
+
+var defaultBudgets = sync.OnceValue(func() map[DependencyClass]Budget {
+	cfg, err := config.Load(nil)
+	if err != nil {
+		// An empty environment is valid by construction, which package
+		// config's tests hold.
+		panic("resilience: configuration's defaults do not load: " + err.Error())
+	}
+	return BudgetsFromConfig(cfg.Resilience)
+})
 
 // BudgetsFromConfig returns the budgets configuration bound, keyed by
 // class: the first argument of NewRegistry.
