@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -103,17 +100,12 @@ func ClassifyFailure(err error) Disposition {
 // it. Mailbox failures never reach here unwrapped; package mailsession
 // translates them.
 func databaseLost(err error) bool {
-	var (
-		pgErr  *pgconn.PgError
-		netErr net.Error
-	)
+	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		code := pgErr.Code
 		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
 	}
-	return errors.Is(err, pgconn.ErrConnClosed) || errors.As(err, &netErr) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+	return errors.Is(err, pgconn.ErrConnClosed) || resilience.ConnectionLost(err)
 }
 
 // FailureIdentity is the stable name a failure is reported under, in the

@@ -209,6 +209,15 @@ func (ProviderClassifier) Transient(err error) bool {
 	if errors.Is(err, ErrAttemptTimeout) {
 		return true
 	}
+	return ConnectionLost(err)
+}
+
+// ConnectionLost reports a failure that says the connection under a call
+// went away or never came up — a network error (timeouts included), a
+// connection reset or refused, a broken pipe, a stream closed or cut short
+// — so no answer arrived. Whether that is worth repeating is each
+// family's, or each caller's, decision.
+func ConnectionLost(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) {
 		return true
