@@ -14,7 +14,6 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/folders"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/slots"
@@ -60,7 +59,7 @@ type audit struct {
 func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.AccountRun]) error {
 	cfg := w.deps.Config
 	logger := jobqueue.Logger(ctx, w.deps.Logger).With(slog.String("account", job.Args.AccountID))
-	account, ok := mailendpoint.Find(cfg, job.Args.AccountID)
+	account, ok := cfg.Account(job.Args.AccountID)
 	if !ok {
 		logger.InfoContext(ctx, "account is no longer configured; its runs stop")
 		return nil
@@ -75,7 +74,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return w.fail(ctx, job, logger, fmt.Errorf("account run: %w", err))
 	}
 	defer release()
-	held, err := slots.Acquire(ctx, conn, mailendpoint.AccountKey(account.ID), bounds(cfg))
+	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), bounds(cfg))
 	if errors.Is(err, slots.ErrFull) {
 		return river.JobSnooze(deferral())
 	}
@@ -98,7 +97,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	var passes int
 	err = mailstore.RetryConflicts(ctx, w.deps.Pool, cfg.Persistence.MaximumConcurrencyCommitAttempts, func(ctx context.Context, tx pgx.Tx) error {
 		audits, passes = nil, 0
-		accountID, err := mailstore.EnsureAccount(ctx, tx, mailendpoint.AccountKey(account.ID))
+		accountID, err := mailstore.EnsureAccount(ctx, tx, config.AccountKey(account.ID))
 		if err != nil {
 			return err
 		}

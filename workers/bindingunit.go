@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
-	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/slots"
 )
@@ -33,7 +32,7 @@ type bindingUnit struct {
 // bound is reached. The caller defers unit.release.
 func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountID, alias string, logger *slog.Logger) (*bindingUnit, error) {
 	cfg := d.Config
-	account, ok := mailendpoint.Find(cfg, accountID)
+	account, ok := cfg.Account(accountID)
 	if !ok || !cfg.Sync.Enabled {
 		logger.InfoContext(ctx, "skipped: the account is no longer configured or synchronization is disabled")
 		return nil, nil
@@ -42,7 +41,7 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 	if err != nil {
 		return nil, err
 	}
-	held, err := slots.Acquire(ctx, conn, mailendpoint.AccountKey(account.ID), bounds(cfg))
+	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), bounds(cfg))
 	if err != nil {
 		releaseConn()
 		if errors.Is(err, slots.ErrFull) {
@@ -54,7 +53,7 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 		_ = held.Release(context.WithoutCancel(ctx))
 		releaseConn()
 	}
-	id, err := mailstore.EnsureAccount(ctx, conn, mailendpoint.AccountKey(account.ID))
+	id, err := mailstore.EnsureAccount(ctx, conn, config.AccountKey(account.ID))
 	if err != nil {
 		release()
 		return nil, err

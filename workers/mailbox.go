@@ -17,5 +17,5 @@ func (d Dependencies) openMailbox(ctx context.Context, account config.Account, o
 	if err != nil {
 		return nil, err
 	}
-	return mailsession.Open(ctx, d.Resilience, mailendpoint.AccountKey(account.ID), operation, ep, d.OpenSession)
+	return mailsession.Open(ctx, d.Resilience, config.AccountKey(account.ID), operation, ep, d.OpenSession)
 }

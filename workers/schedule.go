@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -22,7 +22,7 @@ const scheduleLockNamespace = 0x6d05
 // is already pending, scheduled, retrying or running. It reports whether it
 // inserted one.
 func ScheduleAccountRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], accountID string, at time.Time, failuresBefore int, exclude int64) (bool, error) {
-	key := mailendpoint.AccountKey(accountID)
+	key := config.AccountKey(accountID)
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", scheduleLockNamespace, key); err != nil {
 		return false, fmt.Errorf("schedule account run: lock: %w", err)
 	}

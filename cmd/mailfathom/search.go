@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 )
@@ -46,7 +46,7 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	}
 	var accounts []string
 	for _, a := range cfg.Accounts {
-		accounts = append(accounts, mailendpoint.AccountKey(a.ID))
+		accounts = append(accounts, config.AccountKey(a.ID))
 	}
 	// Two queries that own no transaction: the database pipeline's to
 	// repeat when the database is briefly unreachable.
@@ -58,7 +58,7 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	query := searchindex.Query{
 		Text:          text,
 		Accounts:      accounts,
-		Account:       mailendpoint.AccountKey(*account),
+		Account:       config.AccountKey(*account),
 		Alias:         strings.ToUpper(strings.TrimSpace(*alias)),
 		Limit:         *limit,
 		Configuration: compiled,

@@ -194,3 +194,20 @@ func convertEarliestDate(c *converter, variable, label, raw string) time.Time {
 	}
 	return d
 }
+
+// AccountKey is the normalized account identifier the database keys an
+// account by: trimmed and lower-cased, so recasing an identifier in
+// configuration is not a second account.
+func AccountKey(id string) string { return strings.ToLower(strings.TrimSpace(id)) }
+
+// Account returns the configured account whose identifier matches id after
+// normalization (AccountKey), and false when none does.
+func (c *Config) Account(id string) (Account, bool) {
+	key := AccountKey(id)
+	for _, a := range c.Accounts {
+		if AccountKey(a.ID) == key {
+			return a, true
+		}
+	}
+	return Account{}, false
+}

@@ -12,7 +12,6 @@ package mailendpoint
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
@@ -21,23 +20,6 @@ import (
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/trustanchor"
 )
-
-// AccountKey is the normalized account identifier the database keys an
-// account by: trimmed and lower-cased, so recasing an identifier in
-// configuration is not a second account.
-func AccountKey(id string) string { return strings.ToLower(strings.TrimSpace(id)) }
-
-// Find returns the configured account whose identifier matches id after
-// normalization.
-func Find(cfg *config.Config, id string) (config.Account, bool) {
-	key := AccountKey(id)
-	for _, a := range cfg.Accounts {
-		if AccountKey(a.ID) == key {
-			return a, true
-		}
-	}
-	return config.Account{}, false
-}
 
 // Env is what building an endpoint needs besides the account: how secret
 // settings are read and where they are resolved.
@@ -68,7 +50,7 @@ var ErrNoTokenSource = errors.New("mailendpoint: a token account needs Env.Token
 // the only root the server's chain is validated against.
 //
 // A token account's endpoint has no password: its Token asks env.Tokens for
-// the account's access token (keyed by AccountKey, which is also the
+// the account's access token (keyed by config.AccountKey, which is also the
 // instance of its MailAuthorizationServerInvocation pipeline), and its
 // TokenRefused makes env.Tokens forget a token the mail server refused.
 func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, error) {
@@ -96,7 +78,7 @@ func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, e
 		if env.Tokens == nil {
 			return imapx.Endpoint{}, ErrNoTokenSource
 		}
-		key, block, tokens := AccountKey(a.ID), a.OAuth, env.Tokens
+		key, block, tokens := config.AccountKey(a.ID), a.OAuth, env.Tokens
 		ep.Password = nil
 		ep.Token = func(ctx context.Context) ([]byte, error) { return tokens.Token(ctx, key, block) }
 		ep.TokenRefused = func() { tokens.Forget(key) }

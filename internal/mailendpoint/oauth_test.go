@@ -114,7 +114,7 @@ func (b *testBundle) writeFile(name, content string) {
 // the endpoint built now, the session established under the account's
 // MailboxSessionEstablishment pipeline — lists the folders and closes it.
 func (b *testBundle) connect() error {
-	key := mailendpoint.AccountKey(b.account.ID)
+	key := config.AccountKey(b.account.ID)
 	err := b.registry.Execute(b.ctx, resilience.Key{Class: resilience.MailboxSessionEstablishment, Instance: key}, resilience.OperationFolderDiscovery, func(ctx context.Context) error {
 		ep, err := mailendpoint.Endpoint(ctx, b.account, b.env)
 		if err != nil {

@@ -9,7 +9,7 @@
 //
 //	tokens, err := mailoauth.NewSource(mailoauth.Options{Resolver: resolver, Registry: pipelines})
 //	...
-//	token, err := tokens.Token(ctx, mailendpoint.AccountKey(a.ID), a.OAuth)
+//	token, err := tokens.Token(ctx, config.AccountKey(a.ID), a.OAuth)
 //	defer clear(token)
 //
 // # Obtaining a token
