@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/resilience"
@@ -83,7 +84,7 @@ func ClassifyFailure(err error) Disposition {
 		return Cancel
 	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
 		return Retry
-	case resilience.Classify(resilience.DatabaseCommandExecution, err) == resilience.Transient, databaseLost(err):
+	case database.Transient(err), databaseLost(err):
 		return Retry
 	}
 	return Cancel

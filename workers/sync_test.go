@@ -22,7 +22,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
@@ -100,7 +100,7 @@ func (b *syncBundle) start(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ws := river.NewWorkers()
 	b.metrics = prometheus.NewRegistry()
-	pipelines, err := resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, logger, b.metrics)
+	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
 	require.NoError(t, workers.Register(ws, deps))

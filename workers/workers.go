@@ -30,6 +30,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
@@ -78,7 +79,7 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 		d.Now = time.Now
 	}
 	if d.Resilience == nil {
-		reg, err := resilience.NewRegistry(resilience.BudgetsFromConfig(d.Config.Resilience), nil, d.Logger, nil)
+		reg, err := outbound.NewRegistry(d.Config.Resilience, d.Logger, nil)
 		if err != nil {
 			return d, err
 		}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 )
@@ -50,7 +51,7 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	}
 	// Two queries that own no transaction: the database pipeline's to
 	// repeat when the database is briefly unreachable.
-	pipelines, err := resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, nil, nil)
+	pipelines, err := outbound.NewRegistry(cfg.Resilience, nil, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 		return 1

@@ -139,6 +139,7 @@ func (l Loader) Load(environ []string) (*Config, error) {
 	cfg.Backfill = convertBackfill(c, raw.Backfill)
 	cfg.Resilience = convertResilience(c, raw.Resilience)
 	crossCheck(c, cfg, raw)
+	refuseUnavailable(c)
 
 	problems := unknownVariables(vars, caseMismatches, read, raw)
 	problems = append(problems, c.problems...)

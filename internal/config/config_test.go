@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
@@ -48,7 +49,7 @@ func TestLoadDefaults(t *testing.T) {
 			},
 			Persistence: Persistence{MaximumConcurrencyCommitAttempts: 2, TextSearchConfiguration: "simple"},
 			Backfill:    Backfill{Enabled: true, Interval: 30 * time.Second, BatchSize: 50, MaxBatchesPerRun: 10},
-			Resilience:  defaultResilience,
+			Resilience:  Resilience(resilience.DefaultBudgets()),
 		}, cfg)
 		require.True(t, cfg.Database.Embedded())
 		require.Empty(t, cfg.Database.ConnString())
@@ -87,8 +88,6 @@ func TestLoadFullEnvironment(t *testing.T) {
 		"MAILFATHOM_QUEUE_ACCOUNTS_WORKERS":   "3",
 		"MAILFATHOM_QUEUE_FOLDERS_WORKERS":    "0",
 		"MAILFATHOM_QUEUE_BACKFILL_WORKERS":   "2",
-		"MAILFATHOM_QUEUE_MUTATIONS_WORKERS":  "0",
-		"MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS": "7",
 
 		"MAILFATHOM_SYNC_ENABLED":                            "true",
 		"MAILFATHOM_SYNC_INTERVAL":                           "2m",
@@ -103,20 +102,12 @@ func TestLoadFullEnvironment(t *testing.T) {
 		"MAILFATHOM_SYNC_MAX_MIME_PART_COUNT":                "500",
 		"MAILFATHOM_SYNC_MAX_MIME_NESTING_DEPTH":             "20",
 		"MAILFATHOM_SYNC_MAX_EXTRACTED_TEXT_CHARACTERS":      "200000",
-		"MAILFATHOM_SYNC_PUSH_RENEWAL_INTERVAL":              "29m",
-		"MAILFATHOM_SYNC_MAX_CONSECUTIVE_PUSH_FAILURES":      "5",
-		"MAILFATHOM_SYNC_PUSH_DEGRADATION_PERIOD":            "1h",
-		"MAILFATHOM_SYNC_MAX_SUBSCRIBED_FOLDERS":             "50",
-		"MAILFATHOM_SYNC_WRITE_CONNECTION_IDLE_PERIOD":       "30s",
-		"MAILFATHOM_SYNC_MAX_MUTATIONS_PER_CONVERGENCE_PASS": "10",
-		"MAILFATHOM_SYNC_UNKNOWN_MUTATION_OUTCOME_GRACE":     "12h",
-		"MAILFATHOM_SYNC_MAX_MUTATION_ATTEMPTS":              "3",
 
 		"MAILFATHOM_ACCOUNTS_0_ID":                                  "  Primary ",
 		"MAILFATHOM_ACCOUNTS_0_HOST":                                "imap.example.test",
 		"MAILFATHOM_ACCOUNTS_0_USERNAME":                            "SENTINEL@example.test",
 		"MAILFATHOM_ACCOUNTS_0_PASSWORD":                            "systemd-credential:SENTINEL-imap",
-		"MAILFATHOM_ACCOUNTS_0_MODE":                                "Push",
+		"MAILFATHOM_ACCOUNTS_0_MODE":                                "Polling",
 		"MAILFATHOM_ACCOUNTS_0_EARLIEST_EMAIL_RECEIVED_DATE":        "2026-03-16",
 		"MAILFATHOM_ACCOUNTS_0_REMOTELY_DELETED_EMAIL_DISPOSITION":  "EraseLocalCopy",
 		"MAILFATHOM_ACCOUNTS_0_CONNECTION_SECURITY":                 "StartTlsRequired",
@@ -168,24 +159,24 @@ func TestLoadFullEnvironment(t *testing.T) {
 	require.Equal(t, UI{Enabled: true, Username: "operator", Password: secret.Reference{Scheme: "docker-secret", Target: "SENTINEL-ui"}}, cfg.UI)
 	require.False(t, cfg.MigrateOnStart)
 	require.Equal(t, Log{Format: LogFormatText, Level: LogLevelDebug}, cfg.Log)
-	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Mutations: 8, Embeddings: 7}, cfg.EffectiveQueueWorkers())
+	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Mutations: 8, Embeddings: 2}, cfg.EffectiveQueueWorkers())
 
 	require.Equal(t, Sync{
 		Enabled: true, Interval: 2 * time.Minute, MaxFailureBackoff: 2 * time.Minute,
 		MaxConcurrentAccounts: 8, MaxConcurrentFoldersPerAccount: 3, ShutdownDrainTimeout: 0,
 		MaxMetadataBatchSize: 200, MaxRawMimeBytes: 52428800, MaxMetadataBatchesPerRun: 20,
 		MaxReconciledEmailsPerRun: 1000, MaxMimePartCount: 500, MaxMimeNestingDepth: 20,
-		MaxExtractedTextCharacters: 200000, PushRenewalInterval: 29 * time.Minute,
-		MaxConsecutivePushFailures: 5, PushDegradationPeriod: time.Hour, MaxSubscribedFolders: 50,
-		WriteConnectionIdlePeriod: 30 * time.Second, MaxMutationsPerConvergencePass: 10,
-		UnknownMutationOutcomeGrace: 12 * time.Hour, MaxMutationAttempts: 3,
+		MaxExtractedTextCharacters: 200000, PushRenewalInterval: 20 * time.Minute,
+		MaxConsecutivePushFailures: 3, PushDegradationPeriod: 15 * time.Minute, MaxSubscribedFolders: 20,
+		WriteConnectionIdlePeriod: 2 * time.Minute, MaxMutationsPerConvergencePass: 50,
+		UnknownMutationOutcomeGrace: 6 * time.Hour, MaxMutationAttempts: 5,
 	}, cfg.Sync)
 
 	require.Equal(t, []Account{
 		{
 			ID: "Primary", Host: "imap.example.test", Port: 143, Username: "SENTINEL@example.test",
 			Password:                        secret.Reference{Scheme: "systemd-credential", Target: "SENTINEL-imap"},
-			Mode:                            ModePush,
+			Mode:                            ModePolling,
 			EarliestEmailReceivedDate:       time.Date(2026, time.March, 16, 0, 0, 0, 0, time.UTC),
 			RemotelyDeletedEmailDisposition: EraseLocalCopy,
 			TransportSecurity: TransportSecurity{
@@ -280,7 +271,6 @@ func TestLoadValidEnvironments(t *testing.T) {
 		{"bounds inclusive", map[string]string{
 			"MAILFATHOM_SYNC_INTERVAL":                "10s",
 			"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":     "168h",
-			"MAILFATHOM_SYNC_PUSH_RENEWAL_INTERVAL":   "1m",
 			"MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT":  "2m",
 			"MAILFATHOM_SYNC_MAX_RAW_MIME_BYTES":      "1024",
 			"MAILFATHOM_SYNC_MAX_CONCURRENT_ACCOUNTS": "100",

@@ -5,45 +5,25 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
 // Outbound resilience: one budget per dependency class, from
-// MAILFATHOM_RESILIENCE_<CLASS>_<SETTING>. Every setting has a class-specific
-// default, so a deployment names only the limits it disagrees with. A
-// variable naming no class or no setting is an unknown variable and fails
-// startup like any other, with a suggestion for a near miss.
-//
-// Package resilience builds its pipelines from Config.Resilience
-// (resilience.BudgetsFromConfig); it owns the class enumeration and keeps a
-// test that the class names and defaults here are its own.
+// MAILFATHOM_RESILIENCE_<CLASS>_<SETTING>. Every setting defaults to the
+// class's entry in resilience.DefaultBudgets, so a deployment names only the
+// limits it disagrees with. A variable naming no class or no setting is an
+// unknown variable and fails startup like any other, with a suggestion for
+// a near miss.
 
-// ResilienceClass names a dependency class as package resilience declares
-// it, such as MailboxDataRetrieval.
-type ResilienceClass string
+// Resilience is the budget of every dependency class, keyed by class; the
+// settings are read once at startup. Package resilience builds its
+// pipelines from it.
+type Resilience map[resilience.DependencyClass]resilience.Budget
 
-// The dependency classes, by their seed names. ResilienceClasses lists them.
-const (
-	ResilienceMailboxSessionEstablishment       ResilienceClass = "MailboxSessionEstablishment"
-	ResilienceMailboxDataRetrieval              ResilienceClass = "MailboxDataRetrieval"
-	ResilienceEmailDelivery                     ResilienceClass = "EmailDelivery"
-	ResilienceDatabaseCommandExecution          ResilienceClass = "DatabaseCommandExecution"
-	ResilienceAiProviderInvocation              ResilienceClass = "AiProviderInvocation"
-	ResilienceMailAuthorizationServerInvocation ResilienceClass = "MailAuthorizationServerInvocation"
-)
-
-// ResilienceClasses lists every dependency class in declaration order.
-var ResilienceClasses = []ResilienceClass{
-	ResilienceMailboxSessionEstablishment,
-	ResilienceMailboxDataRetrieval,
-	ResilienceEmailDelivery,
-	ResilienceDatabaseCommandExecution,
-	ResilienceAiProviderInvocation,
-	ResilienceMailAuthorizationServerInvocation,
-}
-
-// VariablePart returns the class in upper snake case as it appears in
+// ClassVariablePart returns a class in upper snake case as it appears in
 // variable names: MailboxDataRetrieval is MAILBOX_DATA_RETRIEVAL.
-func (c ResilienceClass) VariablePart() string {
+func ClassVariablePart(c resilience.DependencyClass) string {
 	var b strings.Builder
 	for i, r := range string(c) {
 		if r >= 'A' && r <= 'Z' && i > 0 {
@@ -62,212 +42,85 @@ var ResilienceSettings = []string{
 	"CONCURRENCY_LIMIT",
 }
 
-// ResilienceBudget is the budget of one dependency class. Every remote
-// instance of the class (an account, an endpoint alias, the database) gets
-// its own pipeline built from it.
-type ResilienceBudget struct {
-	// MaxAttempts is _MAX_ATTEMPTS, the attempts of one operation counting
-	// the first call, 1 to 20; 1 disables retry and keeps the other limits.
-	MaxAttempts int
-	// BaseDelay is _BASE_DELAY, the backoff ceiling before the first retry,
-	// doubled per retry, 1ms to 1h and not longer than MaxDelay.
-	BaseDelay time.Duration
-	// MaxDelay is _MAX_DELAY, the cap of one backoff wait, 1ms to 1h and not
-	// longer than TotalTimeout.
-	MaxDelay time.Duration
-	// AttemptTimeout is _ATTEMPT_TIMEOUT, the bound of one attempt, 1ms to
-	// 24h and not longer than TotalTimeout.
-	AttemptTimeout time.Duration
-	// TotalTimeout is _TOTAL_TIMEOUT, the bound of the whole operation
-	// including its backoff waits, 1ms to 24h.
-	TotalTimeout time.Duration
-	// CircuitBreakerFailureRatio is _CIRCUIT_BREAKER_FAILURE_RATIO, the
-	// share of failed attempts in the sampling window that opens the
-	// circuit, greater than 0 and at most 1.
-	CircuitBreakerFailureRatio float64
-	// CircuitBreakerMinimumThroughput is _CIRCUIT_BREAKER_MINIMUM_THROUGHPUT,
-	// the attempts the window must hold before the ratio counts, 1 to 10000.
-	CircuitBreakerMinimumThroughput int
-	// CircuitBreakerSamplingDuration is _CIRCUIT_BREAKER_SAMPLING_DURATION,
-	// the sliding window the ratio is measured over, 1ms to 24h.
-	CircuitBreakerSamplingDuration time.Duration
-	// CircuitBreakerBreakDuration is _CIRCUIT_BREAKER_BREAK_DURATION, how
-	// long an open circuit rejects before one trial call, 1ms to 24h.
-	CircuitBreakerBreakDuration time.Duration
-	// ConcurrencyLimit is _CONCURRENCY_LIMIT, the operations in flight per
-	// remote instance; one more is rejected, never queued. 1 to 10000.
-	ConcurrencyLimit int
-}
-
-// Resilience holds the budget of every dependency class. The settings are
-// read once at startup.
-type Resilience struct {
-	// MailboxSessionEstablishment (MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_*):
-	// connecting, TLS, authenticating and selecting a folder read-only.
-	MailboxSessionEstablishment ResilienceBudget
-	// MailboxDataRetrieval (MAILFATHOM_RESILIENCE_MAILBOX_DATA_RETRIEVAL_*):
-	// listing, searching and fetching over an established session.
-	MailboxDataRetrieval ResilienceBudget
-	// EmailDelivery (MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_*): submitting an
-	// email to the SMTP server.
-	EmailDelivery ResilienceBudget
-	// DatabaseCommandExecution (MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_*):
-	// commands against the local PostgreSQL database that own no
-	// transaction.
-	DatabaseCommandExecution ResilienceBudget
-	// AiProviderInvocation (MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_*):
-	// chat and embedding provider calls.
-	AiProviderInvocation ResilienceBudget
-	// MailAuthorizationServerInvocation
-	// (MAILFATHOM_RESILIENCE_MAIL_AUTHORIZATION_SERVER_INVOCATION_*):
-	// exchanging an OAuth grant for a mailbox access token.
-	MailAuthorizationServerInvocation ResilienceBudget
-}
-
-// Budgets returns every class's budget keyed by class.
-func (r Resilience) Budgets() map[ResilienceClass]ResilienceBudget {
-	return map[ResilienceClass]ResilienceBudget{
-		ResilienceMailboxSessionEstablishment:       r.MailboxSessionEstablishment,
-		ResilienceMailboxDataRetrieval:              r.MailboxDataRetrieval,
-		ResilienceEmailDelivery:                     r.EmailDelivery,
-		ResilienceDatabaseCommandExecution:          r.DatabaseCommandExecution,
-		ResilienceAiProviderInvocation:              r.AiProviderInvocation,
-		ResilienceMailAuthorizationServerInvocation: r.MailAuthorizationServerInvocation,
-	}
-}
-
-// rawResilience binds one section per class. Each class has a raw type of
-// its own because the defaults live in envDefault tags and differ by class;
-// the types convert to rawBudget, which has the same fields.
+// rawResilience binds one section per class. The fields carry no
+// envDefault tags: a blank setting takes the class's default from
+// resilience.DefaultBudgets, the one table of defaults.
 type rawResilience struct {
-	MailboxSessionEstablishment       rawMailboxSessionEstablishment       `envPrefix:"MAILBOX_SESSION_ESTABLISHMENT_"`
-	MailboxDataRetrieval              rawMailboxDataRetrieval              `envPrefix:"MAILBOX_DATA_RETRIEVAL_"`
-	EmailDelivery                     rawEmailDelivery                     `envPrefix:"EMAIL_DELIVERY_"`
-	DatabaseCommandExecution          rawDatabaseCommandExecution          `envPrefix:"DATABASE_COMMAND_EXECUTION_"`
-	AiProviderInvocation              rawAiProviderInvocation              `envPrefix:"AI_PROVIDER_INVOCATION_"`
-	MailAuthorizationServerInvocation rawMailAuthorizationServerInvocation `envPrefix:"MAIL_AUTHORIZATION_SERVER_INVOCATION_"`
+	MailboxSessionEstablishment       rawBudget `envPrefix:"MAILBOX_SESSION_ESTABLISHMENT_"`
+	MailboxDataRetrieval              rawBudget `envPrefix:"MAILBOX_DATA_RETRIEVAL_"`
+	DatabaseCommandExecution          rawBudget `envPrefix:"DATABASE_COMMAND_EXECUTION_"`
+	AiProviderInvocation              rawBudget `envPrefix:"AI_PROVIDER_INVOCATION_"`
+	MailAuthorizationServerInvocation rawBudget `envPrefix:"MAIL_AUTHORIZATION_SERVER_INVOCATION_"`
+}
+
+func (r rawResilience) byClass() map[resilience.DependencyClass]rawBudget {
+	return map[resilience.DependencyClass]rawBudget{
+		resilience.MailboxSessionEstablishment:       r.MailboxSessionEstablishment,
+		resilience.MailboxDataRetrieval:              r.MailboxDataRetrieval,
+		resilience.DatabaseCommandExecution:          r.DatabaseCommandExecution,
+		resilience.AiProviderInvocation:              r.AiProviderInvocation,
+		resilience.MailAuthorizationServerInvocation: r.MailAuthorizationServerInvocation,
+	}
 }
 
 type rawBudget struct {
-	MaxAttempts                     string
-	BaseDelay                       string
-	MaxDelay                        string
-	AttemptTimeout                  string
-	TotalTimeout                    string
-	CircuitBreakerFailureRatio      string
-	CircuitBreakerMinimumThroughput string
-	CircuitBreakerSamplingDuration  string
-	CircuitBreakerBreakDuration     string
-	ConcurrencyLimit                string
+	MaxAttempts                     string `env:"MAX_ATTEMPTS"`
+	BaseDelay                       string `env:"BASE_DELAY"`
+	MaxDelay                        string `env:"MAX_DELAY"`
+	AttemptTimeout                  string `env:"ATTEMPT_TIMEOUT"`
+	TotalTimeout                    string `env:"TOTAL_TIMEOUT"`
+	CircuitBreakerFailureRatio      string `env:"CIRCUIT_BREAKER_FAILURE_RATIO"`
+	CircuitBreakerMinimumThroughput string `env:"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT"`
+	CircuitBreakerSamplingDuration  string `env:"CIRCUIT_BREAKER_SAMPLING_DURATION"`
+	CircuitBreakerBreakDuration     string `env:"CIRCUIT_BREAKER_BREAK_DURATION"`
+	ConcurrencyLimit                string `env:"CONCURRENCY_LIMIT"`
 }
 
-// Establishment: only a transport failure is repeated. Its total timeout
-// fits inside one MailboxDataRetrieval attempt, because a retried read
-// re-establishes the session inside that attempt.
-type rawMailboxSessionEstablishment struct {
-	MaxAttempts                     string `env:"MAX_ATTEMPTS" envDefault:"3"`
-	BaseDelay                       string `env:"BASE_DELAY" envDefault:"1s"`
-	MaxDelay                        string `env:"MAX_DELAY" envDefault:"10s"`
-	AttemptTimeout                  string `env:"ATTEMPT_TIMEOUT" envDefault:"15s"`
-	TotalTimeout                    string `env:"TOTAL_TIMEOUT" envDefault:"45s"`
-	CircuitBreakerFailureRatio      string `env:"CIRCUIT_BREAKER_FAILURE_RATIO" envDefault:"0.5"`
-	CircuitBreakerMinimumThroughput string `env:"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT" envDefault:"5"`
-	CircuitBreakerSamplingDuration  string `env:"CIRCUIT_BREAKER_SAMPLING_DURATION" envDefault:"1m"`
-	CircuitBreakerBreakDuration     string `env:"CIRCUIT_BREAKER_BREAK_DURATION" envDefault:"30s"`
-	ConcurrencyLimit                string `env:"CONCURRENCY_LIMIT" envDefault:"4"`
+// budgetDefaults renders a budget in the form its variables take, keyed by
+// setting: what an unset variable means.
+func budgetDefaults(b resilience.Budget) map[string]string {
+	return map[string]string{
+		"MAX_ATTEMPTS":                       strconv.Itoa(b.MaxAttempts),
+		"BASE_DELAY":                         formatDuration(b.BaseDelay),
+		"MAX_DELAY":                          formatDuration(b.MaxDelay),
+		"ATTEMPT_TIMEOUT":                    formatDuration(b.AttemptTimeout),
+		"TOTAL_TIMEOUT":                      formatDuration(b.TotalTimeout),
+		"CIRCUIT_BREAKER_FAILURE_RATIO":      strconv.FormatFloat(b.CircuitBreakerFailureRatio, 'f', -1, 64),
+		"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT": strconv.Itoa(b.CircuitBreakerMinimumThroughput),
+		"CIRCUIT_BREAKER_SAMPLING_DURATION":  formatDuration(b.CircuitBreakerSamplingDuration),
+		"CIRCUIT_BREAKER_BREAK_DURATION":     formatDuration(b.CircuitBreakerBreakDuration),
+		"CONCURRENCY_LIMIT":                  strconv.Itoa(b.ConcurrencyLimit),
+	}
 }
 
-// Retrieval: the seed's example budget.
-type rawMailboxDataRetrieval struct {
-	MaxAttempts                     string `env:"MAX_ATTEMPTS" envDefault:"4"`
-	BaseDelay                       string `env:"BASE_DELAY" envDefault:"1s"`
-	MaxDelay                        string `env:"MAX_DELAY" envDefault:"15s"`
-	AttemptTimeout                  string `env:"ATTEMPT_TIMEOUT" envDefault:"1m"`
-	TotalTimeout                    string `env:"TOTAL_TIMEOUT" envDefault:"3m"`
-	CircuitBreakerFailureRatio      string `env:"CIRCUIT_BREAKER_FAILURE_RATIO" envDefault:"0.5"`
-	CircuitBreakerMinimumThroughput string `env:"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT" envDefault:"10"`
-	CircuitBreakerSamplingDuration  string `env:"CIRCUIT_BREAKER_SAMPLING_DURATION" envDefault:"30s"`
-	CircuitBreakerBreakDuration     string `env:"CIRCUIT_BREAKER_BREAK_DURATION" envDefault:"15s"`
-	ConcurrencyLimit                string `env:"CONCURRENCY_LIMIT" envDefault:"8"`
-}
-
-// Delivery: the smallest budget, because a repeated submission is visible
-// in the recipient's inbox: the fewest attempts and the lowest concurrency.
-type rawEmailDelivery struct {
-	MaxAttempts                     string `env:"MAX_ATTEMPTS" envDefault:"2"`
-	BaseDelay                       string `env:"BASE_DELAY" envDefault:"1s"`
-	MaxDelay                        string `env:"MAX_DELAY" envDefault:"5s"`
-	AttemptTimeout                  string `env:"ATTEMPT_TIMEOUT" envDefault:"30s"`
-	TotalTimeout                    string `env:"TOTAL_TIMEOUT" envDefault:"1m"`
-	CircuitBreakerFailureRatio      string `env:"CIRCUIT_BREAKER_FAILURE_RATIO" envDefault:"0.5"`
-	CircuitBreakerMinimumThroughput string `env:"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT" envDefault:"5"`
-	CircuitBreakerSamplingDuration  string `env:"CIRCUIT_BREAKER_SAMPLING_DURATION" envDefault:"1m"`
-	CircuitBreakerBreakDuration     string `env:"CIRCUIT_BREAKER_BREAK_DURATION" envDefault:"30s"`
-	ConcurrencyLimit                string `env:"CONCURRENCY_LIMIT" envDefault:"2"`
-}
-
-// Database: one process-wide pipeline; short backoff, quick break, and a
-// limit above the largest pool so the pool queues rather than the limiter
-// shedding.
-type rawDatabaseCommandExecution struct {
-	MaxAttempts                     string `env:"MAX_ATTEMPTS" envDefault:"3"`
-	BaseDelay                       string `env:"BASE_DELAY" envDefault:"200ms"`
-	MaxDelay                        string `env:"MAX_DELAY" envDefault:"2s"`
-	AttemptTimeout                  string `env:"ATTEMPT_TIMEOUT" envDefault:"30s"`
-	TotalTimeout                    string `env:"TOTAL_TIMEOUT" envDefault:"1m"`
-	CircuitBreakerFailureRatio      string `env:"CIRCUIT_BREAKER_FAILURE_RATIO" envDefault:"0.5"`
-	CircuitBreakerMinimumThroughput string `env:"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT" envDefault:"20"`
-	CircuitBreakerSamplingDuration  string `env:"CIRCUIT_BREAKER_SAMPLING_DURATION" envDefault:"30s"`
-	CircuitBreakerBreakDuration     string `env:"CIRCUIT_BREAKER_BREAK_DURATION" envDefault:"5s"`
-	ConcurrencyLimit                string `env:"CONCURRENCY_LIMIT" envDefault:"200"`
-}
-
-// Providers: a generation can take a while; a provider's 429 deserves a
-// longer break.
-type rawAiProviderInvocation struct {
-	MaxAttempts                     string `env:"MAX_ATTEMPTS" envDefault:"3"`
-	BaseDelay                       string `env:"BASE_DELAY" envDefault:"1s"`
-	MaxDelay                        string `env:"MAX_DELAY" envDefault:"10s"`
-	AttemptTimeout                  string `env:"ATTEMPT_TIMEOUT" envDefault:"1m"`
-	TotalTimeout                    string `env:"TOTAL_TIMEOUT" envDefault:"3m"`
-	CircuitBreakerFailureRatio      string `env:"CIRCUIT_BREAKER_FAILURE_RATIO" envDefault:"0.5"`
-	CircuitBreakerMinimumThroughput string `env:"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT" envDefault:"10"`
-	CircuitBreakerSamplingDuration  string `env:"CIRCUIT_BREAKER_SAMPLING_DURATION" envDefault:"30s"`
-	CircuitBreakerBreakDuration     string `env:"CIRCUIT_BREAKER_BREAK_DURATION" envDefault:"30s"`
-	ConcurrencyLimit                string `env:"CONCURRENCY_LIMIT" envDefault:"4"`
-}
-
-// Authorization server: short on every axis. Its attempt timeout (3s), and
-// even its total (10s), sit well inside the establishment attempt (15s)
-// that encloses a token request, so a hung authorization server surfaces as
-// itself rather than as a mailbox timeout.
-type rawMailAuthorizationServerInvocation struct {
-	MaxAttempts                     string `env:"MAX_ATTEMPTS" envDefault:"3"`
-	BaseDelay                       string `env:"BASE_DELAY" envDefault:"100ms"`
-	MaxDelay                        string `env:"MAX_DELAY" envDefault:"1s"`
-	AttemptTimeout                  string `env:"ATTEMPT_TIMEOUT" envDefault:"3s"`
-	TotalTimeout                    string `env:"TOTAL_TIMEOUT" envDefault:"10s"`
-	CircuitBreakerFailureRatio      string `env:"CIRCUIT_BREAKER_FAILURE_RATIO" envDefault:"0.5"`
-	CircuitBreakerMinimumThroughput string `env:"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT" envDefault:"5"`
-	CircuitBreakerSamplingDuration  string `env:"CIRCUIT_BREAKER_SAMPLING_DURATION" envDefault:"30s"`
-	CircuitBreakerBreakDuration     string `env:"CIRCUIT_BREAKER_BREAK_DURATION" envDefault:"15s"`
-	ConcurrencyLimit                string `env:"CONCURRENCY_LIMIT" envDefault:"4"`
+// resilienceDefault returns the default of a MAILFATHOM_RESILIENCE_
+// variable, and false for a name that is not one.
+func resilienceDefault(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, resilienceSectionPrefix)
+	if !ok {
+		return "", false
+	}
+	for class, b := range resilience.DefaultBudgets() {
+		if setting, ok := strings.CutPrefix(rest, ClassVariablePart(class)+"_"); ok {
+			v, ok := budgetDefaults(b)[setting]
+			return v, ok
+		}
+	}
+	return "", false
 }
 
 func convertResilience(c *converter, raw rawResilience) Resilience {
-	return Resilience{
-		MailboxSessionEstablishment:       convertBudget(c, ResilienceMailboxSessionEstablishment, rawBudget(raw.MailboxSessionEstablishment)),
-		MailboxDataRetrieval:              convertBudget(c, ResilienceMailboxDataRetrieval, rawBudget(raw.MailboxDataRetrieval)),
-		EmailDelivery:                     convertBudget(c, ResilienceEmailDelivery, rawBudget(raw.EmailDelivery)),
-		DatabaseCommandExecution:          convertBudget(c, ResilienceDatabaseCommandExecution, rawBudget(raw.DatabaseCommandExecution)),
-		AiProviderInvocation:              convertBudget(c, ResilienceAiProviderInvocation, rawBudget(raw.AiProviderInvocation)),
-		MailAuthorizationServerInvocation: convertBudget(c, ResilienceMailAuthorizationServerInvocation, rawBudget(raw.MailAuthorizationServerInvocation)),
+	out := Resilience{}
+	defaults := resilience.DefaultBudgets()
+	byClass := raw.byClass()
+	for _, class := range resilience.Classes() {
+		out[class] = convertBudget(c, class, byClass[class], budgetDefaults(defaults[class]))
 	}
+	return out
 }
 
 // Ranges of the resilience settings.
 const (
-	resilienceMaxAttempts    = 20
 	resilienceMaxCount       = 10000
 	resilienceMinDuration    = time.Millisecond
 	resilienceMaxDelay       = time.Hour
@@ -276,19 +129,25 @@ const (
 	resilienceRatioViolation = "must be a number greater than 0 and at most 1, such as 0.5"
 )
 
-func convertBudget(c *converter, class ResilienceClass, raw rawBudget) ResilienceBudget {
-	p := resilienceSectionPrefix + class.VariablePart() + "_"
-	b := ResilienceBudget{
-		MaxAttempts:                     c.integer(p+"MAX_ATTEMPTS", raw.MaxAttempts, 1, resilienceMaxAttempts),
-		BaseDelay:                       c.duration(p+"BASE_DELAY", raw.BaseDelay, resilienceMinDuration, resilienceMaxDelay),
-		MaxDelay:                        c.duration(p+"MAX_DELAY", raw.MaxDelay, resilienceMinDuration, resilienceMaxDelay),
-		AttemptTimeout:                  c.duration(p+"ATTEMPT_TIMEOUT", raw.AttemptTimeout, resilienceMinDuration, resilienceMaxTimeLimit),
-		TotalTimeout:                    c.duration(p+"TOTAL_TIMEOUT", raw.TotalTimeout, resilienceMinDuration, resilienceMaxTimeLimit),
-		CircuitBreakerFailureRatio:      c.ratio(p+"CIRCUIT_BREAKER_FAILURE_RATIO", raw.CircuitBreakerFailureRatio),
-		CircuitBreakerMinimumThroughput: c.integer(p+"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT", raw.CircuitBreakerMinimumThroughput, 1, resilienceMaxCount),
-		CircuitBreakerSamplingDuration:  c.duration(p+"CIRCUIT_BREAKER_SAMPLING_DURATION", raw.CircuitBreakerSamplingDuration, resilienceMinDuration, resilienceMaxTimeLimit),
-		CircuitBreakerBreakDuration:     c.duration(p+"CIRCUIT_BREAKER_BREAK_DURATION", raw.CircuitBreakerBreakDuration, resilienceMinDuration, resilienceMaxTimeLimit),
-		ConcurrencyLimit:                c.integer(p+"CONCURRENCY_LIMIT", raw.ConcurrencyLimit, 1, resilienceMaxCount),
+func convertBudget(c *converter, class resilience.DependencyClass, raw rawBudget, defaults map[string]string) resilience.Budget {
+	p := resilienceSectionPrefix + ClassVariablePart(class) + "_"
+	or := func(setting, v string) string {
+		if v == "" {
+			return defaults[setting]
+		}
+		return v
+	}
+	b := resilience.Budget{
+		MaxAttempts:                     c.integer(p+"MAX_ATTEMPTS", or("MAX_ATTEMPTS", raw.MaxAttempts), 1, resilience.MaxAttemptsLimit),
+		BaseDelay:                       c.duration(p+"BASE_DELAY", or("BASE_DELAY", raw.BaseDelay), resilienceMinDuration, resilienceMaxDelay),
+		MaxDelay:                        c.duration(p+"MAX_DELAY", or("MAX_DELAY", raw.MaxDelay), resilienceMinDuration, resilienceMaxDelay),
+		AttemptTimeout:                  c.duration(p+"ATTEMPT_TIMEOUT", or("ATTEMPT_TIMEOUT", raw.AttemptTimeout), resilienceMinDuration, resilienceMaxTimeLimit),
+		TotalTimeout:                    c.duration(p+"TOTAL_TIMEOUT", or("TOTAL_TIMEOUT", raw.TotalTimeout), resilienceMinDuration, resilienceMaxTimeLimit),
+		CircuitBreakerFailureRatio:      c.ratio(p+"CIRCUIT_BREAKER_FAILURE_RATIO", or("CIRCUIT_BREAKER_FAILURE_RATIO", raw.CircuitBreakerFailureRatio)),
+		CircuitBreakerMinimumThroughput: c.integer(p+"CIRCUIT_BREAKER_MINIMUM_THROUGHPUT", or("CIRCUIT_BREAKER_MINIMUM_THROUGHPUT", raw.CircuitBreakerMinimumThroughput), 1, resilienceMaxCount),
+		CircuitBreakerSamplingDuration:  c.duration(p+"CIRCUIT_BREAKER_SAMPLING_DURATION", or("CIRCUIT_BREAKER_SAMPLING_DURATION", raw.CircuitBreakerSamplingDuration), resilienceMinDuration, resilienceMaxTimeLimit),
+		CircuitBreakerBreakDuration:     c.duration(p+"CIRCUIT_BREAKER_BREAK_DURATION", or("CIRCUIT_BREAKER_BREAK_DURATION", raw.CircuitBreakerBreakDuration), resilienceMinDuration, resilienceMaxTimeLimit),
+		ConcurrencyLimit:                c.integer(p+"CONCURRENCY_LIMIT", or("CONCURRENCY_LIMIT", raw.ConcurrencyLimit), 1, resilienceMaxCount),
 	}
 	// Contradictions: each describes a limit that could never be reached.
 	// A value that did not convert is 0 and already reported.
@@ -323,11 +182,12 @@ func (c *converter) ratio(variable, raw string) float64 {
 // convinced they tuned a limit that never moved.
 func explainUnknownResilience(k string) string {
 	rest := strings.TrimPrefix(k, resilienceSectionPrefix)
-	parts := make([]string, len(ResilienceClasses))
-	for i, class := range ResilienceClasses {
-		parts[i] = class.VariablePart()
-		if strings.HasPrefix(rest, parts[i]+"_") {
-			return ": " + strings.TrimPrefix(rest, parts[i]+"_") + " is not a setting of " + string(class) +
+	var parts []string
+	for _, class := range resilience.Classes() {
+		part := ClassVariablePart(class)
+		parts = append(parts, part)
+		if strings.HasPrefix(rest, part+"_") {
+			return ": " + strings.TrimPrefix(rest, part+"_") + " is not a setting of " + string(class) +
 				"; settings are " + strings.Join(ResilienceSettings, ", ")
 		}
 	}

@@ -6,109 +6,55 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// defaultResilience is the documented default budget of every class.
-var defaultResilience = Resilience{
-	MailboxSessionEstablishment: ResilienceBudget{
-		MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 10 * time.Second,
-		AttemptTimeout: 15 * time.Second, TotalTimeout: 45 * time.Second,
-		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
-		CircuitBreakerSamplingDuration: time.Minute, CircuitBreakerBreakDuration: 30 * time.Second,
-		ConcurrencyLimit: 4,
-	},
-	MailboxDataRetrieval: ResilienceBudget{
-		MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 15 * time.Second,
-		AttemptTimeout: time.Minute, TotalTimeout: 3 * time.Minute,
-		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 10,
-		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 15 * time.Second,
-		ConcurrencyLimit: 8,
-	},
-	EmailDelivery: ResilienceBudget{
-		MaxAttempts: 2, BaseDelay: time.Second, MaxDelay: 5 * time.Second,
-		AttemptTimeout: 30 * time.Second, TotalTimeout: time.Minute,
-		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
-		CircuitBreakerSamplingDuration: time.Minute, CircuitBreakerBreakDuration: 30 * time.Second,
-		ConcurrencyLimit: 2,
-	},
-	DatabaseCommandExecution: ResilienceBudget{
-		MaxAttempts: 3, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second,
-		AttemptTimeout: 30 * time.Second, TotalTimeout: time.Minute,
-		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 20,
-		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 5 * time.Second,
-		ConcurrencyLimit: 200,
-	},
-	AiProviderInvocation: ResilienceBudget{
-		MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 10 * time.Second,
-		AttemptTimeout: time.Minute, TotalTimeout: 3 * time.Minute,
-		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 10,
-		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 30 * time.Second,
-		ConcurrencyLimit: 4,
-	},
-	MailAuthorizationServerInvocation: ResilienceBudget{
-		MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second,
-		AttemptTimeout: 3 * time.Second, TotalTimeout: 10 * time.Second,
-		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
-		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 15 * time.Second,
-		ConcurrencyLimit: 4,
-	},
-}
+	"github.com/mailfathom/mailfathom/internal/resilience"
+)
 
 func TestResilienceDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := testLoader.Load(environ(validEnv(), nil))
 	require.NoError(t, err)
-	require.Equal(t, defaultResilience, cfg.Resilience)
-
-	budgets := cfg.Resilience.Budgets()
-	require.Len(t, budgets, len(ResilienceClasses))
-	for _, class := range ResilienceClasses {
-		require.Contains(t, budgets, class)
-	}
-	require.Equal(t, cfg.Resilience.MailboxDataRetrieval, budgets[ResilienceMailboxDataRetrieval])
-	require.Equal(t, cfg.Resilience.MailAuthorizationServerInvocation, budgets[ResilienceMailAuthorizationServerInvocation])
+	require.Equal(t, Resilience(resilience.DefaultBudgets()), cfg.Resilience)
+	require.Len(t, cfg.Resilience, len(resilience.Classes()))
 }
 
 // TestResilienceDefaultsKeepTheirRelations pins what the defaults were
-// chosen for: delivery has the smallest attempt budget and concurrency of
-// all classes; the authorization server is the shortest on every time axis
+// chosen for: the authorization server is the shortest on every time axis
 // and its attempt timeout, and even its total, sit well inside the
 // establishment attempt enclosing a token request; an establishment's whole
 // budget fits inside one retrieval attempt, which is where a retried read
 // re-establishes its session.
 func TestResilienceDefaultsKeepTheirRelations(t *testing.T) {
 	t.Parallel()
-	r := defaultResilience
-	for class, b := range r.Budgets() {
-		if class != ResilienceEmailDelivery {
-			require.Less(t, r.EmailDelivery.MaxAttempts, b.MaxAttempts, class)
-			require.Less(t, r.EmailDelivery.ConcurrencyLimit, b.ConcurrencyLimit, class)
-		}
-		if class != ResilienceMailAuthorizationServerInvocation {
-			a := r.MailAuthorizationServerInvocation
+	r := resilience.DefaultBudgets()
+	a := r[resilience.MailAuthorizationServerInvocation]
+	for class, b := range r {
+		require.NoError(t, b.Validate(), class)
+		if class != resilience.MailAuthorizationServerInvocation {
 			require.Less(t, a.BaseDelay, b.BaseDelay, class)
 			require.Less(t, a.MaxDelay, b.MaxDelay, class)
 			require.Less(t, a.AttemptTimeout, b.AttemptTimeout, class)
 			require.Less(t, a.TotalTimeout, b.TotalTimeout, class)
 		}
 	}
-	require.LessOrEqual(t, 3*r.MailAuthorizationServerInvocation.AttemptTimeout, r.MailboxSessionEstablishment.AttemptTimeout)
-	require.Less(t, r.MailAuthorizationServerInvocation.TotalTimeout, r.MailboxSessionEstablishment.AttemptTimeout)
-	require.Less(t, r.MailboxSessionEstablishment.TotalTimeout, r.MailboxDataRetrieval.AttemptTimeout)
+	establishment := r[resilience.MailboxSessionEstablishment]
+	require.LessOrEqual(t, 3*a.AttemptTimeout, establishment.AttemptTimeout)
+	require.Less(t, a.TotalTimeout, establishment.AttemptTimeout)
+	require.Less(t, establishment.TotalTimeout, r[resilience.MailboxDataRetrieval].AttemptTimeout)
 }
 
 func TestResilienceVariableNames(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "MAILBOX_DATA_RETRIEVAL", ResilienceMailboxDataRetrieval.VariablePart())
-	require.Equal(t, "AI_PROVIDER_INVOCATION", ResilienceAiProviderInvocation.VariablePart())
-	require.Equal(t, "MAIL_AUTHORIZATION_SERVER_INVOCATION", ResilienceMailAuthorizationServerInvocation.VariablePart())
+	require.Equal(t, "MAILBOX_DATA_RETRIEVAL", ClassVariablePart(resilience.MailboxDataRetrieval))
+	require.Equal(t, "AI_PROVIDER_INVOCATION", ClassVariablePart(resilience.AiProviderInvocation))
+	require.Equal(t, "MAIL_AUTHORIZATION_SERVER_INVOCATION", ClassVariablePart(resilience.MailAuthorizationServerInvocation))
 
 	// Every class binds every setting under its upper snake case name, and
 	// nothing else is bound under MAILFATHOM_RESILIENCE_.
 	want := map[string]bool{}
-	for _, class := range ResilienceClasses {
+	for _, class := range resilience.Classes() {
 		for _, setting := range ResilienceSettings {
-			want[Prefix+"RESILIENCE_"+class.VariablePart()+"_"+setting] = true
+			want[Prefix+"RESILIENCE_"+ClassVariablePart(class)+"_"+setting] = true
 		}
 	}
 	got := map[string]bool{}
@@ -119,7 +65,7 @@ func TestResilienceVariableNames(t *testing.T) {
 		}
 	}
 	require.Equal(t, want, got)
-	require.Len(t, got, 60)
+	require.Len(t, got, 50)
 }
 
 func TestResilienceOverrides(t *testing.T) {
@@ -127,12 +73,12 @@ func TestResilienceOverrides(t *testing.T) {
 	cfg, err := testLoader.Load(environ(validEnv(), map[string]string{
 		"MAILFATHOM_RESILIENCE_MAILBOX_DATA_RETRIEVAL_MAX_ATTEMPTS":                              "1",
 		"MAILFATHOM_RESILIENCE_MAILBOX_DATA_RETRIEVAL_CIRCUIT_BREAKER_FAILURE_RATIO":             "1",
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_CONCURRENCY_LIMIT":                                 "10000",
+		"MAILFATHOM_RESILIENCE_MAILBOX_DATA_RETRIEVAL_CONCURRENCY_LIMIT":                         "10000",
 		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_BASE_DELAY":                            "1ms",
 		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_MAX_DELAY":                             "1ms",
-		"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_TOTAL_TIMEOUT":                             "24h",
-		"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_ATTEMPT_TIMEOUT":                           "24h",
-		"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_DELAY":                                 "1h",
+		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_TOTAL_TIMEOUT":                      "24h",
+		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_ATTEMPT_TIMEOUT":                    "24h",
+		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_MAX_DELAY":                          "1h",
 		"MAILFATHOM_RESILIENCE_MAIL_AUTHORIZATION_SERVER_INVOCATION_MAX_ATTEMPTS":                "20",
 		"MAILFATHOM_RESILIENCE_MAIL_AUTHORIZATION_SERVER_INVOCATION_ATTEMPT_TIMEOUT":             "10s",
 		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_CIRCUIT_BREAKER_MINIMUM_THROUGHPUT": "1",
@@ -140,24 +86,26 @@ func TestResilienceOverrides(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	r := cfg.Resilience
-	require.Equal(t, 1, r.MailboxDataRetrieval.MaxAttempts)
-	require.Equal(t, 1.0, r.MailboxDataRetrieval.CircuitBreakerFailureRatio)
-	require.Equal(t, 15*time.Second, r.MailboxDataRetrieval.MaxDelay, "an unset setting keeps its class default")
-	require.Equal(t, 10000, r.EmailDelivery.ConcurrencyLimit)
-	require.Equal(t, time.Millisecond, r.DatabaseCommandExecution.BaseDelay)
-	require.Equal(t, 24*time.Hour, r.AiProviderInvocation.AttemptTimeout)
-	require.Equal(t, 20, r.MailAuthorizationServerInvocation.MaxAttempts)
-	require.Equal(t, 10*time.Second, r.MailAuthorizationServerInvocation.AttemptTimeout, "equal to the total is allowed")
-	require.Equal(t, 1, r.MailboxSessionEstablishment.CircuitBreakerMinimumThroughput)
-	require.Equal(t, 0.25, r.MailboxSessionEstablishment.CircuitBreakerFailureRatio)
-	require.Equal(t, defaultResilience.EmailDelivery.MaxAttempts, r.EmailDelivery.MaxAttempts)
+	retrieval, establishment := r[resilience.MailboxDataRetrieval], r[resilience.MailboxSessionEstablishment]
+	auth := r[resilience.MailAuthorizationServerInvocation]
+	require.Equal(t, 1, retrieval.MaxAttempts)
+	require.Equal(t, 1.0, retrieval.CircuitBreakerFailureRatio)
+	require.Equal(t, 15*time.Second, retrieval.MaxDelay, "an unset setting keeps its class default")
+	require.Equal(t, 10000, retrieval.ConcurrencyLimit)
+	require.Equal(t, time.Millisecond, r[resilience.DatabaseCommandExecution].BaseDelay)
+	require.Equal(t, 24*time.Hour, establishment.AttemptTimeout)
+	require.Equal(t, 20, auth.MaxAttempts)
+	require.Equal(t, 10*time.Second, auth.AttemptTimeout, "equal to the total is allowed")
+	require.Equal(t, 1, establishment.CircuitBreakerMinimumThroughput)
+	require.Equal(t, 0.25, establishment.CircuitBreakerFailureRatio)
+	require.Equal(t, resilience.DefaultBudgets()[resilience.DatabaseCommandExecution].MaxAttempts, r[resilience.DatabaseCommandExecution].MaxAttempts)
 }
 
 func TestResilienceRejects(t *testing.T) {
 	t.Parallel()
 	const (
 		retrieval = "MAILFATHOM_RESILIENCE_MAILBOX_DATA_RETRIEVAL_"
-		delivery  = "MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_"
+		establish = "MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_"
 		database  = "MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_"
 		auth      = "MAILFATHOM_RESILIENCE_MAIL_AUTHORIZATION_SERVER_INVOCATION_"
 	)
@@ -168,8 +116,8 @@ func TestResilienceRejects(t *testing.T) {
 		contains  []string
 	}{
 		{"attempts zero", map[string]string{retrieval + "MAX_ATTEMPTS": "0"}, retrieval + "MAX_ATTEMPTS", []string{"from 1 to 20"}},
-		{"attempts above range", map[string]string{delivery + "MAX_ATTEMPTS": "21"}, delivery + "MAX_ATTEMPTS", []string{"from 1 to 20"}},
-		{"attempts not a number", map[string]string{delivery + "MAX_ATTEMPTS": "twice"}, delivery + "MAX_ATTEMPTS", []string{"from 1 to 20"}},
+		{"attempts above range", map[string]string{establish + "MAX_ATTEMPTS": "21"}, establish + "MAX_ATTEMPTS", []string{"from 1 to 20"}},
+		{"attempts not a number", map[string]string{establish + "MAX_ATTEMPTS": "twice"}, establish + "MAX_ATTEMPTS", []string{"from 1 to 20"}},
 		{"ratio zero", map[string]string{retrieval + "CIRCUIT_BREAKER_FAILURE_RATIO": "0"}, retrieval + "CIRCUIT_BREAKER_FAILURE_RATIO", []string{"greater than 0 and at most 1"}},
 		{"ratio above one", map[string]string{retrieval + "CIRCUIT_BREAKER_FAILURE_RATIO": "1.01"}, retrieval + "CIRCUIT_BREAKER_FAILURE_RATIO", []string{"greater than 0 and at most 1"}},
 		{"ratio negative", map[string]string{retrieval + "CIRCUIT_BREAKER_FAILURE_RATIO": "-0.5"}, retrieval + "CIRCUIT_BREAKER_FAILURE_RATIO", []string{"greater than 0 and at most 1"}},
@@ -191,8 +139,8 @@ func TestResilienceRejects(t *testing.T) {
 			[]string{"(4m) must not be longer than " + retrieval + "TOTAL_TIMEOUT (3m)"}},
 		{"total shortened below the attempt", map[string]string{auth + "TOTAL_TIMEOUT": "2s"}, auth + "ATTEMPT_TIMEOUT",
 			[]string{"(3s) must not be longer than " + auth + "TOTAL_TIMEOUT (2s)"}},
-		{"max delay longer than the total", map[string]string{delivery + "MAX_DELAY": "2m", delivery + "ATTEMPT_TIMEOUT": "1s"}, delivery + "MAX_DELAY",
-			[]string{"(2m) must not be longer than " + delivery + "TOTAL_TIMEOUT (1m)"}},
+		{"max delay longer than the total", map[string]string{database + "MAX_DELAY": "2m", database + "ATTEMPT_TIMEOUT": "1s"}, database + "MAX_DELAY",
+			[]string{"(2m) must not be longer than " + database + "TOTAL_TIMEOUT (1m)"}},
 		{"base delay longer than the max delay", map[string]string{database + "BASE_DELAY": "3s"}, database + "BASE_DELAY",
 			[]string{"(3s) must not be longer than " + database + "MAX_DELAY (2s)"}},
 	}
@@ -215,14 +163,14 @@ func TestResilienceRejects(t *testing.T) {
 func TestResilienceContradictionsReportedTogether(t *testing.T) {
 	t.Parallel()
 	e := loadErr(t, environ(validEnv(), map[string]string{
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_ATTEMPT_TIMEOUT":                "2m",
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_MAX_DELAY":                      "90s",
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_BASE_DELAY":                     "100s",
-		"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_TOTAL_TIMEOUT":          "soon",
-		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_MAX_DELAY":       "never",
-		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_TOTAL_TIMEOUT":   "1s",
-		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_ATTEMPT_TIMEOUT": "1s",
-		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_BASE_DELAY":      "1ms",
+		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_ATTEMPT_TIMEOUT":         "2m",
+		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_MAX_DELAY":               "90s",
+		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_BASE_DELAY":              "100s",
+		"MAILFATHOM_RESILIENCE_MAIL_AUTHORIZATION_SERVER_INVOCATION_TOTAL_TIMEOUT": "soon",
+		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_MAX_DELAY":            "never",
+		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_TOTAL_TIMEOUT":        "1s",
+		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_ATTEMPT_TIMEOUT":      "1s",
+		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_BASE_DELAY":           "1ms",
 	}))
 	var got []string
 	for _, p := range e.Problems {
@@ -230,10 +178,10 @@ func TestResilienceContradictionsReportedTogether(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_MAX_DELAY",
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_ATTEMPT_TIMEOUT",
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_MAX_DELAY",
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_BASE_DELAY",
-		"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_TOTAL_TIMEOUT",
+		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_ATTEMPT_TIMEOUT",
+		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_MAX_DELAY",
+		"MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_BASE_DELAY",
+		"MAILFATHOM_RESILIENCE_MAIL_AUTHORIZATION_SERVER_INVOCATION_TOTAL_TIMEOUT",
 	}, got, e.Error())
 }
 
@@ -247,12 +195,13 @@ func TestResilienceStrictness(t *testing.T) {
 		variable string
 		contains []string
 	}{
-		{"misspelled class", "MAILFATHOM_RESILIENCE_EMAIL_DELIVRY_MAX_ATTEMPTS", []string{
+		{"misspelled class", "MAILFATHOM_RESILIENCE_DATABASE_COMAND_EXECUTION_MAX_ATTEMPTS", []string{
 			"is not a MailFathom variable: it names no dependency class",
-			"MAILBOX_SESSION_ESTABLISHMENT, MAILBOX_DATA_RETRIEVAL, EMAIL_DELIVERY, DATABASE_COMMAND_EXECUTION, AI_PROVIDER_INVOCATION, MAIL_AUTHORIZATION_SERVER_INVOCATION",
-			"did you mean MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_MAX_ATTEMPTS?",
+			"MAILBOX_SESSION_ESTABLISHMENT, MAILBOX_DATA_RETRIEVAL, DATABASE_COMMAND_EXECUTION, AI_PROVIDER_INVOCATION, MAIL_AUTHORIZATION_SERVER_INVOCATION",
+			"did you mean MAILFATHOM_RESILIENCE_DATABASE_COMMAND_EXECUTION_MAX_ATTEMPTS?",
 		}},
-		{"class in seed spelling", "MAILFATHOM_RESILIENCE_MAILBOXDATARETRIEVAL_MAX_ATTEMPTS", []string{
+		{"a class that does not exist", "MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_MAX_ATTEMPTS", []string{"it names no dependency class"}},
+		{"class without separators", "MAILFATHOM_RESILIENCE_MAILBOXDATARETRIEVAL_MAX_ATTEMPTS", []string{
 			"it names no dependency class", "did you mean MAILFATHOM_RESILIENCE_MAILBOX_DATA_RETRIEVAL_MAX_ATTEMPTS?",
 		}},
 		{"unknown class", "MAILFATHOM_RESILIENCE_SPAM_SCANNER_MAX_ATTEMPTS", []string{"it names no dependency class"}},

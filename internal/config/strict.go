@@ -56,6 +56,9 @@ func Variables() []Variable {
 			if s, ok := value.(string); ok && isDefault {
 				v.Default = s
 			}
+			if d, ok := resilienceDefault(name); ok {
+				v.Default = d
+			}
 			out = append(out, v)
 		}
 		_, err := bindRaw(map[string]string{

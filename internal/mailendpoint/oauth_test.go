@@ -24,6 +24,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
@@ -95,7 +96,7 @@ func setup(t *testing.T, overrides map[string]string, opts ...dovecot.Option) *t
 	b.account = cfg.Accounts[0]
 
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b.registry, err = resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, logger, b.metrics)
+	b.registry, err = outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	resolver := &secret.Resolver{}
 	tokens, err := mailoauth.NewSource(mailoauth.Options{Resolver: resolver, Registry: b.registry, Logger: logger, Now: as.Now})
@@ -259,7 +260,7 @@ func TestTokenEndpoint401IsTerminal(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, te.HTTPStatus())
 	require.Equal(t, "invalid_client", te.Code)
 	require.False(t, imapx.IsTransient(err))
-	require.Equal(t, resilience.Terminal, resilience.Classify(resilience.MailboxSessionEstablishment, err))
+	require.Equal(t, resilience.Terminal, b.registry.Classify(resilience.MailboxSessionEstablishment, err))
 
 	require.Empty(t, b.as.Introspections(), "no IMAP authentication was attempted with a token")
 	require.Empty(t, b.logins(0))
@@ -278,7 +279,7 @@ func TestRefusedTokenIsReplacedOnTheNextConnection(t *testing.T) {
 	var authErr *imapx.AuthenticationError
 	require.ErrorAs(t, err, &authErr)
 	require.Equal(t, "OAUTHBEARER", authErr.Mechanism)
-	require.Equal(t, resilience.Terminal, resilience.Classify(resilience.MailboxSessionEstablishment, err))
+	require.Equal(t, resilience.Terminal, b.registry.Classify(resilience.MailboxSessionEstablishment, err))
 	require.Len(t, b.as.TokenRequests(), 1, "the refused token came from the cache")
 	require.Len(t, b.as.Introspections(), 2, "a refused token is not retried")
 

@@ -64,7 +64,7 @@ func (e *Error) RetryLater() bool {
 		return false
 	}
 	return resilience.IsDependencyUnavailable(e.Err) ||
-		resilience.FamilyClassifier(resilience.FamilyProvider).Transient(e.Err)
+		resilience.ProviderClassifier{}.Transient(e.Err)
 }
 
 // ErrNotTokenAccount is returned by Token for an OAuth block that lacks

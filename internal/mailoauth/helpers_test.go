@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
@@ -72,9 +73,9 @@ func setup(t *testing.T, o setupOptions) *testBundle {
 		o.budget(&budget)
 	}
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	reg, err := resilience.NewRegistry(map[resilience.DependencyClass]resilience.Budget{
+	reg, err := outbound.NewRegistry(map[resilience.DependencyClass]resilience.Budget{
 		resilience.MailAuthorizationServerInvocation: budget,
-	}, nil, logger, b.metrics)
+	}, logger, b.metrics)
 	require.NoError(t, err)
 	b.registry = reg
 	opts := mailoauth.Options{Resolver: &secret.Resolver{}, Registry: reg, Logger: logger, Now: as.Now}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
@@ -371,25 +372,27 @@ func TestUnreachableEndpointIsTransient(t *testing.T) {
 	var tr *mailoauth.TransportError
 	require.ErrorAs(t, err, &tr)
 	require.Equal(t, "mailoauth: the token request got no answer: connection refused", tr.Error())
-	require.Equal(t, resilience.Transient, resilience.Classify(resilience.MailAuthorizationServerInvocation, tr))
+	require.Equal(t, resilience.Transient, b.registry.Classify(resilience.MailAuthorizationServerInvocation, tr))
 	require.Contains(t, b.logs.String(), "retry scheduled", "a connection refused is retried")
 }
 
-// TestClassification pins what resilience.ProviderClassifier makes of
+// TestClassification pins what the provider family makes of
 // this package's failures, which is what the pipeline retries on.
 func TestClassification(t *testing.T) {
 	t.Parallel()
 	class := resilience.MailAuthorizationServerInvocation
+	reg, err := outbound.NewRegistry(nil, nil, nil)
+	require.NoError(t, err)
 	for status, want := range map[int]resilience.Verdict{
 		200: resilience.Terminal, 302: resilience.Terminal, 400: resilience.Terminal, 401: resilience.Terminal,
 		403: resilience.Terminal, 408: resilience.Transient, 429: resilience.Transient,
 		500: resilience.Transient, 503: resilience.Transient, 504: resilience.Transient,
 	} {
-		require.Equal(t, want, resilience.Classify(class, &mailoauth.TokenEndpointError{Status: status}), "status %d", status)
+		require.Equal(t, want, reg.Classify(class, &mailoauth.TokenEndpointError{Status: status}), "status %d", status)
 	}
-	require.Equal(t, resilience.Terminal, resilience.Classify(class, mailoauth.ErrMalformedResponse))
-	require.Equal(t, resilience.Canceled, resilience.Classify(class, &mailoauth.TransportError{Err: context.Canceled}))
-	require.Equal(t, resilience.Terminal, resilience.Classify(class, &mailoauth.TransportError{Err: errors.New("x509: certificate signed by unknown authority")}))
+	require.Equal(t, resilience.Terminal, reg.Classify(class, mailoauth.ErrMalformedResponse))
+	require.Equal(t, resilience.Canceled, reg.Classify(class, &mailoauth.TransportError{Err: context.Canceled}))
+	require.Equal(t, resilience.Terminal, reg.Classify(class, &mailoauth.TransportError{Err: errors.New("x509: certificate signed by unknown authority")}))
 }
 
 func TestTokenInsideSessionEstablishment(t *testing.T) {
@@ -414,7 +417,7 @@ func TestTokenInsideSessionEstablishment(t *testing.T) {
 
 func TestNewSourceValidates(t *testing.T) {
 	t.Parallel()
-	reg, err := resilience.NewRegistry(nil, nil, nil, nil)
+	reg, err := outbound.NewRegistry(nil, nil, nil)
 	require.NoError(t, err)
 	_, err = mailoauth.NewSource(mailoauth.Options{Registry: reg})
 	require.Error(t, err)
@@ -427,8 +430,8 @@ func TestNewSourceValidates(t *testing.T) {
 	require.NotNil(t, src)
 }
 
-// TestDefaultBudgetFitsInsideEstablishment pins the relation the seed
-// states: a token request's attempt timeout, and its whole budget, sit
+// TestDefaultBudgetFitsInsideEstablishment pins why the defaults are what
+// they are: a token request's attempt timeout, and its whole budget, sit
 // well inside the establishment attempt that encloses it, so a hung
 // authorization server surfaces as itself.
 func TestDefaultBudgetFitsInsideEstablishment(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
@@ -63,7 +64,7 @@ func setup(t *testing.T, srv *dovecot.Server, budgets map[resilience.DependencyC
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	logs := &capture.Buffer{}
-	reg, err := resilience.NewRegistry(budgets, nil, logs.Logger(), nil)
+	reg, err := outbound.NewRegistry(budgets, logs.Logger(), nil)
 	require.NoError(t, err)
 	return &testBundle{ctx: ctx, srv: srv, user: srv.NewUser(), registry: reg, logs: logs, rec: &wiretap.Recorder{}}
 }

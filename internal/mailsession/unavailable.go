@@ -37,7 +37,7 @@ func (e *MailboxUnavailableError) Error() string {
 func (e *MailboxUnavailableError) Unwrap() error { return e.Err }
 
 // BudgetSpent marks the failure as one whose resilience budget is spent, so
-// no enclosing pipeline repeats it (resilience.MailboxClassifier).
+// no enclosing pipeline repeats it (see Classifier).
 func (e *MailboxUnavailableError) BudgetSpent() bool { return true }
 
 // RetryLater declares the failure worth attempting again on the job's own

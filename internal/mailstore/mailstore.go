@@ -41,7 +41,17 @@ type TxBeginner interface {
 // row this write expected to create, or moved the row this write expected
 // to find. The data is not wrong; the write is retried in a fresh
 // transaction or deferred to the next run.
-var ErrConcurrencyConflict = errors.New("mailstore: concurrency conflict: another run got there first")
+var ErrConcurrencyConflict error = conflictSentinel{}
+
+type conflictSentinel struct{}
+
+func (conflictSentinel) Error() string {
+	return "mailstore: concurrency conflict: another run got there first"
+}
+
+// ConcurrencyConflict declares the failure a lost optimistic-concurrency
+// race, which RetryConflicts retries and no resilience pipeline repeats.
+func (conflictSentinel) ConcurrencyConflict() bool { return true }
 
 // ConcurrencyConflictError is an ErrConcurrencyConflict with its reason.
 type ConcurrencyConflictError struct {
@@ -51,6 +61,10 @@ type ConcurrencyConflictError struct {
 func (e *ConcurrencyConflictError) Error() string {
 	return "mailstore: concurrency conflict: another run got there first: " + e.Reason
 }
+
+// ConcurrencyConflict declares the failure a lost optimistic-concurrency
+// race (see ErrConcurrencyConflict).
+func (e *ConcurrencyConflictError) ConcurrencyConflict() bool { return true }
 
 // Is makes errors.Is(err, ErrConcurrencyConflict) true.
 func (e *ConcurrencyConflictError) Is(target error) bool { return target == ErrConcurrencyConflict }

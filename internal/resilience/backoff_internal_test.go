@@ -22,7 +22,7 @@ func TestBackoffIsExponentialWithJitterAndCapped(t *testing.T) {
 	m, err := newMetrics(nil)
 	require.NoError(t, err)
 	b := DefaultBudgets()[MailboxDataRetrieval] // 1s doubling, capped at 15s
-	p := newPipeline(Key{Class: MailboxDataRetrieval, Instance: "a"}, b, MailboxClassifier{}, slog.New(slog.DiscardHandler), m)
+	p := newPipeline(Key{Class: MailboxDataRetrieval, Instance: "a"}, b, ProviderClassifier{}, slog.New(slog.DiscardHandler), m)
 
 	ceilings := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second}
 	for i, ceiling := range ceilings {

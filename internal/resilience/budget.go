@@ -4,15 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
-
-	"github.com/mailfathom/mailfathom/internal/config"
 )
 
 // Budget is the limits of one dependency class; every instance of the class
-// gets a pipeline built from it. Its fields mirror config.ResilienceBudget,
-// which binds them from MAILFATHOM_RESILIENCE_<CLASS>_<SETTING>.
+// gets a pipeline built from it. Package config binds each field from
+// MAILFATHOM_RESILIENCE_<CLASS>_<SETTING>, defaulting to DefaultBudgets.
 type Budget struct {
 	// MaxAttempts counts the first call; 1 disables retry and leaves the
 	// other strategies in place.
@@ -45,54 +42,80 @@ type Budget struct {
 	ConcurrencyLimit int
 }
 
-// DefaultBudgets returns the shipped budget of every declared class: what
-// configuration yields when no MAILFATHOM_RESILIENCE_ variable is set. The
-// defaults are written once, in package config (its REFERENCE.md lists
-// them with their reasons), and read from there, so the two cannot drift.
-//
-//	class                              attempts base   max  attempt total ratio min  window break limit
-//	MailboxSessionEstablishment        3        1s     10s  15s     45s   0.5   5    1m     30s   4
-//	MailboxDataRetrieval               4        1s     15s  1m      3m    0.5   10   30s    15s   8
-//	EmailDelivery                      2        1s     5s   30s     1m    0.5   5    1m     30s   2
-//	DatabaseCommandExecution           3        200ms  2s   30s     1m    0.5   20   30s    5s    200
-//	AiProviderInvocation               3        1s     10s  1m      3m    0.5   10   30s    30s   4
-//	MailAuthorizationServerInvocation  3        100ms  1s   3s      10s   0.5   5    30s    15s   4
+// defaultBudgets is the shipped budget of every declared class, the one
+// table of defaults: configuration starts from it and names only the limits
+// an operator disagrees with.
+var defaultBudgets = map[DependencyClass]Budget{
+	// Only a transport failure is repeated. The total timeout fits inside
+	// one MailboxDataRetrieval attempt, because a retried read
+	// re-establishes the session inside that attempt.
+	MailboxSessionEstablishment: {
+		MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 10 * time.Second,
+		AttemptTimeout: 15 * time.Second, TotalTimeout: 45 * time.Second,
+		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
+		CircuitBreakerSamplingDuration: time.Minute, CircuitBreakerBreakDuration: 30 * time.Second,
+		ConcurrencyLimit: 4,
+	},
+	// Both reads are repeatable by construction.
+	MailboxDataRetrieval: {
+		MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 15 * time.Second,
+		AttemptTimeout: time.Minute, TotalTimeout: 3 * time.Minute,
+		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 10,
+		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 15 * time.Second,
+		ConcurrencyLimit: 8,
+	},
+	// One process-wide pipeline: short backoff, a quick break, and a limit
+	// above the largest pool so the pool queues rather than the limiter
+	// shedding.
+	DatabaseCommandExecution: {
+		MaxAttempts: 3, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second,
+		AttemptTimeout: 30 * time.Second, TotalTimeout: time.Minute,
+		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 20,
+		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 5 * time.Second,
+		ConcurrencyLimit: 200,
+	},
+	// A provider call may take a while; a provider answering 429 gets a
+	// longer break.
+	AiProviderInvocation: {
+		MaxAttempts: 3, BaseDelay: time.Second, MaxDelay: 10 * time.Second,
+		AttemptTimeout: time.Minute, TotalTimeout: 3 * time.Minute,
+		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 10,
+		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 30 * time.Second,
+		ConcurrencyLimit: 4,
+	},
+	// Short on every axis: the attempt timeout, and even the total, sit
+	// well inside the establishment attempt that encloses a token request,
+	// so a hung authorization server surfaces as itself rather than as a
+	// mailbox timeout.
+	MailAuthorizationServerInvocation: {
+		MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second,
+		AttemptTimeout: 3 * time.Second, TotalTimeout: 10 * time.Second,
+		CircuitBreakerFailureRatio: 0.5, CircuitBreakerMinimumThroughput: 5,
+		CircuitBreakerSamplingDuration: 30 * time.Second, CircuitBreakerBreakDuration: 15 * time.Second,
+		ConcurrencyLimit: 4,
+	},
+}
+
+// DefaultBudgets returns a copy of the shipped budget of every declared
+// class: what configuration yields when no MAILFATHOM_RESILIENCE_ variable
+// is set.
 func DefaultBudgets() map[DependencyClass]Budget {
-	return maps.Clone(defaultBudgets())
+	return maps.Clone(defaultBudgets)
 }
 
-var defaultBudgets = sync.OnceValue(func() map[DependencyClass]Budget {
-	cfg, err := config.Load(nil)
-	if err != nil {
-		// An empty environment is valid by construction, which package
-		// config's tests hold.
-		panic("resilience: configuration's defaults do not load: " + err.Error())
-	}
-	return BudgetsFromConfig(cfg.Resilience)
-})
+// MaxAttemptsLimit is the largest MaxAttempts a budget may have.
+const MaxAttemptsLimit = 20
 
-// BudgetsFromConfig returns the budgets configuration bound, keyed by
-// class: the first argument of NewRegistry.
-func BudgetsFromConfig(r config.Resilience) map[DependencyClass]Budget {
-	out := make(map[DependencyClass]Budget, len(classes))
-	for class, b := range r.Budgets() {
-		out[fromConfigClass(class)] = Budget(b)
-	}
-	return out
-}
-
-// maxAttemptsLimit is the largest MaxAttempts a budget may have.
-const maxAttemptsLimit = 20
-
-// Validate checks b the way configuration does, without its ranges' upper
-// bounds: every limit positive, the ratio in (0, 1], MaxAttempts 1 to 20,
-// and no contradiction (AttemptTimeout or MaxDelay longer than
-// TotalTimeout, BaseDelay longer than MaxDelay).
+// Validate checks b's own consistency: every limit positive, the ratio in
+// (0, 1], MaxAttempts 1 to MaxAttemptsLimit, and no contradiction
+// (AttemptTimeout or MaxDelay longer than TotalTimeout, BaseDelay longer
+// than MaxDelay). It does not apply configuration's upper bounds, which are
+// operator-facing choices rather than invariants.
 func (b Budget) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if b.MaxAttempts < 1 || b.MaxAttempts > maxAttemptsLimit {
-		bad("MaxAttempts %d is not from 1 to %d", b.MaxAttempts, maxAttemptsLimit)
+	if b.MaxAttempts < 1 || b.MaxAttempts > MaxAttemptsLimit {
+		bad("MaxAttempts %d is not from 1 to %d", b.MaxAttempts, MaxAttemptsLimit)
 	}
 	for _, d := range []struct {
 		name string

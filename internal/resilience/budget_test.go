@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -15,30 +14,21 @@ func TestClasses(t *testing.T) {
 	require.Equal(t, []resilience.DependencyClass{
 		resilience.MailboxSessionEstablishment,
 		resilience.MailboxDataRetrieval,
-		resilience.EmailDelivery,
 		resilience.DatabaseCommandExecution,
 		resilience.AiProviderInvocation,
 		resilience.MailAuthorizationServerInvocation,
 	}, resilience.Classes())
 
-	// Configuration names the same classes, in the same order.
-	var configured []resilience.DependencyClass
-	for _, c := range config.ResilienceClasses {
-		configured = append(configured, resilience.DependencyClass(c))
-	}
-	require.Equal(t, resilience.Classes(), configured)
-
 	for _, c := range resilience.Classes() {
 		require.True(t, c.Declared())
 		require.NotEmpty(t, c.Family())
 	}
-	for _, c := range []resilience.DependencyClass{"", "Mailbox", "mailboxDataRetrieval", "EmailDelivry"} {
+	for _, c := range []resilience.DependencyClass{"", "Mailbox", "mailboxDataRetrieval", "EmailDelivery"} {
 		require.False(t, c.Declared(), c)
 		require.Empty(t, c.Family())
 	}
 	require.Equal(t, resilience.FamilyMailbox, resilience.MailboxSessionEstablishment.Family())
 	require.Equal(t, resilience.FamilyMailbox, resilience.MailboxDataRetrieval.Family())
-	require.Equal(t, resilience.FamilyDelivery, resilience.EmailDelivery.Family())
 	require.Equal(t, resilience.FamilyDatabase, resilience.DatabaseCommandExecution.Family())
 	require.Equal(t, resilience.FamilyProvider, resilience.AiProviderInvocation.Family())
 	require.Equal(t, resilience.FamilyProvider, resilience.MailAuthorizationServerInvocation.Family())
@@ -63,32 +53,24 @@ func TestDefaultBudgets(t *testing.T) {
 	}, defaults[resilience.MailboxDataRetrieval])
 
 	// Callers get their own copy.
-	delete(defaults, resilience.EmailDelivery)
+	delete(defaults, resilience.MailboxDataRetrieval)
 	require.Len(t, resilience.DefaultBudgets(), len(resilience.Classes()))
 	defaults = resilience.DefaultBudgets()
 
-	// Delivery is the smallest budget; the authorization server's attempt
-	// sits well inside the establishment attempt that encloses it.
-	for class, b := range defaults {
-		if class != resilience.EmailDelivery {
-			require.Less(t, defaults[resilience.EmailDelivery].MaxAttempts, b.MaxAttempts, class)
-		}
-	}
+	// The authorization server's whole budget sits inside the
+	// establishment attempt that encloses a token request.
 	require.Less(t, defaults[resilience.MailAuthorizationServerInvocation].TotalTimeout, defaults[resilience.MailboxSessionEstablishment].AttemptTimeout)
 }
 
-func TestBudgetsFromConfig(t *testing.T) {
+func TestNewRegistryTakesTheBudgets(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Load([]string{
-		"MAILFATHOM_RESILIENCE_MAILBOX_DATA_RETRIEVAL_MAX_ATTEMPTS=1",
-		"MAILFATHOM_RESILIENCE_EMAIL_DELIVERY_CONCURRENCY_LIMIT=1",
+	budgets := resilience.DefaultBudgets()
+	retrieval := budgets[resilience.MailboxDataRetrieval]
+	retrieval.MaxAttempts = 1
+	reg, err := resilience.NewRegistry(resilience.Options{
+		Budgets:     map[resilience.DependencyClass]resilience.Budget{resilience.MailboxDataRetrieval: retrieval},
+		Classifiers: testClassifiers(),
 	})
-	require.NoError(t, err)
-	budgets := resilience.BudgetsFromConfig(cfg.Resilience)
-	require.Equal(t, 1, budgets[resilience.MailboxDataRetrieval].MaxAttempts)
-	require.Equal(t, 1, budgets[resilience.EmailDelivery].ConcurrencyLimit)
-
-	reg, err := resilience.NewRegistry(budgets, nil, nil, nil)
 	require.NoError(t, err)
 	b, ok := reg.Budget(resilience.MailboxDataRetrieval)
 	require.True(t, ok)
@@ -122,8 +104,11 @@ func TestBudgetValidate(t *testing.T) {
 			err := b.Validate()
 			require.ErrorContains(t, err, tt.want)
 
-			_, err = resilience.NewRegistry(map[resilience.DependencyClass]resilience.Budget{resilience.EmailDelivery: b}, nil, nil, nil)
-			require.ErrorContains(t, err, "budget for EmailDelivery")
+			_, err = resilience.NewRegistry(resilience.Options{
+				Budgets:     map[resilience.DependencyClass]resilience.Budget{resilience.AiProviderInvocation: b},
+				Classifiers: testClassifiers(),
+			})
+			require.ErrorContains(t, err, "budget for AiProviderInvocation")
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
@@ -132,18 +117,27 @@ func TestBudgetValidate(t *testing.T) {
 
 func TestNewRegistryRefuses(t *testing.T) {
 	t.Parallel()
-	_, err := resilience.NewRegistry(map[resilience.DependencyClass]resilience.Budget{"EmailDelivry": fastBudget(nil)}, nil, nil, nil)
+	_, err := resilience.NewRegistry(resilience.Options{
+		Budgets:     map[resilience.DependencyClass]resilience.Budget{"MailboxDataRetreival": fastBudget(nil)},
+		Classifiers: testClassifiers(),
+	})
 	require.ErrorIs(t, err, resilience.ErrUndeclaredClass)
-	require.ErrorContains(t, err, `"EmailDelivry"`)
+	require.ErrorContains(t, err, `"MailboxDataRetreival"`)
 
-	_, err = resilience.NewRegistry(nil, map[resilience.DependencyClass]resilience.Classifier{"Smtp": resilience.DeliveryClassifier{}}, nil, nil)
-	require.ErrorIs(t, err, resilience.ErrUndeclaredClass)
-
-	_, err = resilience.NewRegistry(nil, map[resilience.DependencyClass]resilience.Classifier{resilience.EmailDelivery: nil}, nil, nil)
-	require.ErrorContains(t, err, "classifier for EmailDelivery is nil")
+	// Every family but Provider needs its adapter's classifier.
+	_, err = resilience.NewRegistry(resilience.Options{})
+	require.ErrorContains(t, err, "no classifier for family Mailbox")
+	require.ErrorContains(t, err, "no classifier for family Database")
+	classifiers := testClassifiers()
+	classifiers[resilience.FamilyDatabase] = nil
+	_, err = resilience.NewRegistry(resilience.Options{Classifiers: classifiers})
+	require.ErrorContains(t, err, "the classifier of family Database is nil")
 
 	// A declared class missing from the budgets gets its default.
-	reg, err := resilience.NewRegistry(map[resilience.DependencyClass]resilience.Budget{resilience.EmailDelivery: fastBudget(nil)}, nil, nil, nil)
+	reg, err := resilience.NewRegistry(resilience.Options{
+		Budgets:     map[resilience.DependencyClass]resilience.Budget{resilience.AiProviderInvocation: fastBudget(nil)},
+		Classifiers: testClassifiers(),
+	})
 	require.NoError(t, err)
 	b, ok := reg.Budget(resilience.DatabaseCommandExecution)
 	require.True(t, ok)

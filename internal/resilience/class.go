@@ -1,10 +1,6 @@
 package resilience
 
-import (
-	"fmt"
-
-	"github.com/mailfathom/mailfathom/internal/config"
-)
+import "fmt"
 
 // DependencyClass is one kind of outbound dependency. Its values are the
 // declared constants below; any other value is undeclared and resolves no
@@ -24,10 +20,6 @@ const (
 	// streaming mailbox data over an established session; the reads are
 	// repeatable by construction. Keyed by account.
 	MailboxDataRetrieval DependencyClass = "MailboxDataRetrieval"
-	// EmailDelivery covers submitting an email to the SMTP server. A
-	// repeated submission is visible in the recipient's inbox, so only an
-	// explicit 4yz reply is repeated and its budget is the smallest.
-	EmailDelivery DependencyClass = "EmailDelivery"
 	// DatabaseCommandExecution covers commands against the local PostgreSQL
 	// database that own no transaction. Keyed by SharedInstance.
 	DatabaseCommandExecution DependencyClass = "DatabaseCommandExecution"
@@ -49,7 +41,6 @@ const (
 var classes = [...]DependencyClass{
 	MailboxSessionEstablishment,
 	MailboxDataRetrieval,
-	EmailDelivery,
 	DatabaseCommandExecution,
 	AiProviderInvocation,
 	MailAuthorizationServerInvocation,
@@ -84,7 +75,6 @@ type Family string
 // The protocol families.
 const (
 	FamilyMailbox  Family = "Mailbox"
-	FamilyDelivery Family = "Delivery"
 	FamilyDatabase Family = "Database"
 	FamilyProvider Family = "Provider"
 )
@@ -97,8 +87,6 @@ func (c DependencyClass) Family() Family {
 	switch c {
 	case MailboxSessionEstablishment, MailboxDataRetrieval:
 		return FamilyMailbox
-	case EmailDelivery:
-		return FamilyDelivery
 	case DatabaseCommandExecution:
 		return FamilyDatabase
 	case AiProviderInvocation, MailAuthorizationServerInvocation:
@@ -126,6 +114,3 @@ type Key struct {
 
 // String renders the key as "Class/Instance".
 func (k Key) String() string { return fmt.Sprintf("%s/%s", k.Class, k.Instance) }
-
-// fromConfigClass maps a configuration class name onto the declared class.
-func fromConfigClass(c config.ResilienceClass) DependencyClass { return DependencyClass(c) }

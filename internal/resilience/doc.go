@@ -1,6 +1,8 @@
 // Package resilience is MailFathom's one model for calling a dependency it
-// does not control: IMAP servers, SMTP servers, PostgreSQL, chat and
-// embedding providers, and OAuth authorization servers.
+// does not control: IMAP servers, PostgreSQL, embedding providers, and
+// OAuth authorization servers. It is generic: it knows no adapter's
+// errors. Each adapter hands NewRegistry the Classifier of its protocol
+// family (package outbound assembles them).
 //
 // # Dependency classes and pipelines
 //
@@ -26,9 +28,9 @@
 //     stalled attempt a repeatable failure.
 //
 // The strategies are failsafe-go's. Its retry policy repeats every error by
-// default; here it repeats only what the class's Classifier calls transient
-// (plus an attempt timeout where the family allows it), and never a
-// circuit-open or limiter rejection.
+// default; here it repeats only what the class's family Classifier calls
+// transient (an abandoned attempt is shown to it as ErrAttemptTimeout), and
+// never a circuit-open or limiter rejection.
 //
 // # What the caller sees
 //

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 )
@@ -50,9 +49,10 @@ type testBundle struct {
 }
 
 // setup builds a registry whose classes all have budget (one per class
-// where budgets names it), logging at debug level into a buffer and
-// registering on a fresh pedantic registry.
-func setup(t *testing.T, budget resilience.Budget, budgets map[resilience.DependencyClass]resilience.Budget, overrides map[resilience.DependencyClass]resilience.Classifier) (context.Context, *testBundle) {
+// where budgets names it), judging failures by testClassifiers (with the
+// families classifiers names replaced), logging at debug level into a
+// buffer and registering on a fresh pedantic registry.
+func setup(t *testing.T, budget resilience.Budget, budgets map[resilience.DependencyClass]resilience.Budget, classifiers map[resilience.Family]resilience.Classifier) (context.Context, *testBundle) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -66,8 +66,16 @@ func setup(t *testing.T, budget resilience.Budget, budgets map[resilience.Depend
 	}
 	logs := &capture.Buffer{}
 	metrics := prometheus.NewPedanticRegistry()
-	reg, err := resilience.NewRegistry(all, overrides,
-		slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), metrics)
+	families := testClassifiers()
+	for f, c := range classifiers {
+		families[f] = c
+	}
+	reg, err := resilience.NewRegistry(resilience.Options{
+		Budgets:     all,
+		Classifiers: families,
+		Logger:      slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Registerer:  metrics,
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NotContains(t, logs.String(), sentinel, "a log line carries failure text")
@@ -76,8 +84,39 @@ func setup(t *testing.T, budget resilience.Budget, budgets map[resilience.Depend
 	return ctx, &testBundle{registry: reg, metrics: metrics, logs: logs}
 }
 
-// transientFailure is a repeatable mailbox failure whose text carries the
-// sentinel: a network error, which imapx.IsTransient repeats.
+// testClassifiers stand in for the adapters' classifiers, which this
+// package does not know: a *transportFailure, a network error and an
+// abandoned attempt are transient in every family; everything else is
+// terminal.
+func testClassifiers() map[resilience.Family]resilience.Classifier {
+	transient := resilience.ClassifierFunc(func(err error) bool {
+		var ne net.Error
+		_, lost := errors.AsType[*transportFailure](err)
+		return lost || errors.As(err, &ne) || errors.Is(err, resilience.ErrAttemptTimeout)
+	})
+	return map[resilience.Family]resilience.Classifier{
+		resilience.FamilyMailbox:  transient,
+		resilience.FamilyDatabase: transient,
+	}
+}
+
+// transportFailure is an adapter's dropped connection: op names the command.
+type transportFailure struct {
+	op  string
+	err error
+}
+
+func (e *transportFailure) Error() string { return "adapter: " + e.op + ": " + e.err.Error() }
+func (e *transportFailure) Unwrap() error { return e.err }
+
+// rejection is an adapter's refusal nothing repeats, such as a rejected
+// credential.
+type rejection struct{ code string }
+
+func (e *rejection) Error() string { return "adapter: refused: " + e.code }
+
+// transientFailure is a repeatable failure whose text carries the
+// sentinel: a network error.
 type transientFailure struct{ n int }
 
 func (e *transientFailure) Error() string   { return sentinel }
@@ -87,10 +126,10 @@ func (e *transientFailure) Temporary() bool { return true }
 var _ net.Error = (*transientFailure)(nil)
 
 // terminalFailure is a mailbox failure nothing repeats.
-var terminalFailure = &imapx.AuthenticationError{Mechanism: "PLAIN", Code: "AUTHENTICATIONFAILED"}
+var terminalFailure = &rejection{code: "AUTHENTICATIONFAILED"}
 
-// droppedConnection is the transient failure imapx reports most often.
-var droppedConnection = &imapx.TransportError{Op: "UID FETCH", Err: io.ErrUnexpectedEOF}
+// droppedConnection is the transient failure adapters report most often.
+var droppedConnection = &transportFailure{op: "UID FETCH", err: io.ErrUnexpectedEOF}
 
 // counter counts calls safely.
 type counter struct {
@@ -130,5 +169,5 @@ func requireUnavailable(t *testing.T, err error, key resilience.Key, kind resili
 // blockUntilDone is an attempt that stalls until its context ends.
 func blockUntilDone(ctx context.Context) error {
 	<-ctx.Done()
-	return &imapx.TransportError{Op: "UID FETCH", Err: ctx.Err()}
+	return &transportFailure{op: "UID FETCH", err: ctx.Err()}
 }

@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,20 +33,33 @@ type Registry struct {
 	pipelines map[Key]*pipeline
 }
 
-// NewRegistry returns a registry building pipelines from budgets (usually
-// BudgetsFromConfig(cfg.Resilience)); a declared class missing from budgets
-// gets its DefaultBudgets entry. classifierOverrides replaces the family
-// classifier of the classes it names (nil for none), for an adapter that
-// has classified its own answers. logger receives the retry and circuit
-// log lines (nil discards them); the collectors are registered on
-// registerer (nil registers none).
+// Options configure NewRegistry.
+type Options struct {
+	// Budgets are the limits per class, usually configuration's
+	// (config.Config.Resilience). A declared class missing from it gets its
+	// DefaultBudgets entry. Default: DefaultBudgets.
+	Budgets map[DependencyClass]Budget
+	// Classifiers decide, per protocol family, which failures are worth
+	// repeating. Each adapter provides its family's; the Provider family
+	// defaults to ProviderClassifier, which reads an HTTP status any
+	// adapter's error can carry. Required: FamilyMailbox and
+	// FamilyDatabase.
+	Classifiers map[Family]Classifier
+	// Logger receives the retry and circuit log lines. Default: discard.
+	Logger *slog.Logger
+	// Registerer is where the metric collectors are registered. Default:
+	// none are registered.
+	Registerer prometheus.Registerer
+}
+
+// NewRegistry returns a registry building pipelines from opts.
 //
-// It fails on a budget or override keyed by an undeclared class, an invalid
-// budget, a nil classifier, or a collector that cannot be registered.
-func NewRegistry(budgets map[DependencyClass]Budget, classifierOverrides map[DependencyClass]Classifier, logger *slog.Logger, registerer prometheus.Registerer) (*Registry, error) {
+// It fails on a budget keyed by an undeclared class, an invalid budget, a
+// family without a classifier, or a collector that cannot be registered.
+func NewRegistry(opts Options) (*Registry, error) {
 	var errs []error
 	resolved := DefaultBudgets()
-	for class, b := range budgets {
+	for class, b := range opts.Budgets {
 		if !class.Declared() {
 			errs = append(errs, fmt.Errorf("resilience: budget for %q: %w", string(class), ErrUndeclaredClass))
 			continue
@@ -56,27 +70,28 @@ func NewRegistry(budgets map[DependencyClass]Budget, classifierOverrides map[Dep
 		}
 		resolved[class] = b
 	}
+	byFamily := map[Family]Classifier{FamilyProvider: ProviderClassifier{}}
+	for family, c := range opts.Classifiers {
+		if c == nil {
+			errs = append(errs, fmt.Errorf("resilience: the classifier of family %s is nil", family))
+			continue
+		}
+		byFamily[family] = c
+	}
 	classifiers := map[DependencyClass]Classifier{}
 	for _, class := range classes {
-		classifiers[class] = FamilyClassifier(class.Family())
-	}
-	for class, c := range classifierOverrides {
-		switch {
-		case !class.Declared():
-			errs = append(errs, fmt.Errorf("resilience: classifier for %q: %w", string(class), ErrUndeclaredClass))
-		case c == nil:
-			errs = append(errs, fmt.Errorf("resilience: classifier for %s is nil", class))
-		default:
-			classifiers[class] = c
+		c, ok := byFamily[class.Family()]
+		if !ok {
+			errs = append(errs, fmt.Errorf("resilience: no classifier for family %s (class %s)", class.Family(), class))
+			continue
 		}
+		classifiers[class] = c
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	m, err := newMetrics(registerer)
+	logger := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
+	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +110,10 @@ func (r *Registry) Budget(class DependencyClass) (Budget, bool) {
 	return b, ok
 }
 
-// Classify is the package-level Classify with the registry's classifier
-// overrides: the same question the pipeline asks about a failed attempt.
+// Classify is the question the pipeline asks about a failed attempt, asked
+// outside one: the caller's own cancellation (context.Canceled anywhere in
+// err's chain) is Canceled, a failure whose budget is spent and anything
+// the class's family does not call transient are Terminal.
 func (r *Registry) Classify(class DependencyClass, err error) Verdict {
 	if err == nil {
 		return Terminal

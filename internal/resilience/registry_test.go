@@ -3,7 +3,6 @@ package resilience_test
 import (
 	"context"
 	"errors"
-	"net/textproto"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ var (
 	accountB  = resilience.Key{Class: resilience.MailboxDataRetrieval, Instance: "account-b"}
 	establish = resilience.Key{Class: resilience.MailboxSessionEstablishment, Instance: "account-a"}
 	database  = resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}
-	delivery  = resilience.Key{Class: resilience.EmailDelivery, Instance: "smtp"}
+	provider  = resilience.Key{Class: resilience.AiProviderInvocation, Instance: "embeddings"}
 )
 
 func TestExecute(t *testing.T) {
@@ -244,35 +243,19 @@ func TestExecute(t *testing.T) {
 		require.Equal(t, 2, calls.get())
 	})
 
-	t.Run("AttemptTimeoutIsNotRepeatedForDelivery", func(t *testing.T) {
+	t.Run("AttemptTimeoutIsNotRepeatedWhereTheFamilySaysSo", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t, fastBudget(func(b *resilience.Budget) { b.AttemptTimeout = 30 * time.Millisecond }), nil, nil)
+		// A family whose calls may have taken effect when an attempt is
+		// abandoned leaves ErrAttemptTimeout terminal.
+		ctx, b := setup(t, fastBudget(func(b *resilience.Budget) { b.AttemptTimeout = 30 * time.Millisecond }), nil,
+			map[resilience.Family]resilience.Classifier{resilience.FamilyProvider: resilience.ClassifierFunc(func(error) bool { return false })})
 		var calls counter
-		err := b.registry.Execute(ctx, delivery, "submit", func(ctx context.Context) error {
+		err := b.registry.Execute(ctx, provider, "embed", func(ctx context.Context) error {
 			calls.inc()
 			return blockUntilDone(ctx)
 		})
-		requireUnavailable(t, err, delivery, resilience.RejectionAttemptTimeout, timeout.ErrExceeded)
-		require.Equal(t, 1, calls.get(), "the message may have been accepted: a second submission risks a second copy")
-	})
-
-	t.Run("DeliveryRepeatsOnlyAnExplicit4yz", func(t *testing.T) {
-		t.Parallel()
-		ctx, b := setup(t, fastBudget(func(b *resilience.Budget) { b.MaxAttempts = 2 }), nil, nil)
-		var calls counter
-		err := b.registry.Execute(ctx, delivery, "submit", func(ctx context.Context) error {
-			calls.inc()
-			return &textproto.Error{Code: 451, Msg: sentinel}
-		})
-		require.Equal(t, 2, calls.get())
-		require.Equal(t, 451, err.(*textproto.Error).Code)
-
-		err = b.registry.Execute(ctx, delivery, "submit", func(ctx context.Context) error {
-			calls.inc()
-			return droppedConnection
-		})
-		require.Equal(t, 3, calls.get(), "a lost connection is not repeated")
-		require.Same(t, droppedConnection, err)
+		requireUnavailable(t, err, provider, resilience.RejectionAttemptTimeout, timeout.ErrExceeded)
+		require.Equal(t, 1, calls.get())
 	})
 
 	t.Run("PanicPropagatesAndReleasesThePermit", func(t *testing.T) {
@@ -330,22 +313,22 @@ func TestExecute(t *testing.T) {
 		}))
 	})
 
-	t.Run("ClassifierOverrideReplacesTheFamily", func(t *testing.T) {
+	t.Run("TheFamilyClassifierDecides", func(t *testing.T) {
 		t.Parallel()
 		decided := errors.New("the adapter's own verdict: repeatable")
-		ctx, b := setup(t, fastBudget(nil), nil, map[resilience.DependencyClass]resilience.Classifier{
-			resilience.AiProviderInvocation: resilience.ClassifierFunc(func(err error) bool { return errors.Is(err, decided) }),
+		ctx, b := setup(t, fastBudget(nil), nil, map[resilience.Family]resilience.Classifier{
+			resilience.FamilyProvider: resilience.ClassifierFunc(func(err error) bool { return errors.Is(err, decided) }),
 		})
-		key := resilience.Key{Class: resilience.AiProviderInvocation, Instance: "embeddings"}
 		var calls counter
-		err := b.registry.Execute(ctx, key, "embed", func(ctx context.Context) error {
+		err := b.registry.Execute(ctx, provider, "embed", func(ctx context.Context) error {
 			calls.inc()
 			return decided
 		})
 		require.ErrorIs(t, err, decided)
 		require.Equal(t, 3, calls.get())
 		require.Equal(t, resilience.Transient, b.registry.Classify(resilience.AiProviderInvocation, decided))
-		require.Equal(t, resilience.Terminal, resilience.Classify(resilience.AiProviderInvocation, decided), "the package-level verdict is the family's")
+		require.Equal(t, resilience.Transient, b.registry.Classify(resilience.MailAuthorizationServerInvocation, decided), "the same family")
+		require.Equal(t, resilience.Terminal, b.registry.Classify(resilience.MailboxDataRetrieval, decided), "another family's classifier")
 	})
 }
 
@@ -489,7 +472,7 @@ func TestCancellation(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		require.False(t, resilience.IsDependencyUnavailable(err))
 		require.Equal(t, 1, calls.get(), "never repeated")
-		require.Equal(t, resilience.Canceled, resilience.Classify(resilience.MailboxDataRetrieval, err))
+		require.Equal(t, resilience.Canceled, b.registry.Classify(resilience.MailboxDataRetrieval, err))
 	})
 
 	t.Run("DuringABackoffWait", func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -25,7 +24,7 @@ func TestTelemetry(t *testing.T) {
 	// run drives one of every outcome through the registry: a retried and
 	// exhausted transient failure that opens account-a's circuit, a
 	// rejection by that circuit, a terminal failure, a success, a
-	// cancellation, an abandoned delivery, and the circuit's recovery.
+	// cancellation, a provider failure, and the circuit's recovery.
 	run := func(t *testing.T) (*testBundle, []logLine) {
 		t.Helper()
 		ctx, b := setup(t, fastBudget(func(b *resilience.Budget) {
@@ -39,7 +38,7 @@ func TestTelemetry(t *testing.T) {
 
 		// The failures all carry the sentinel in their text: the address a
 		// mail server quotes, its own words, a payload.
-		transient := &imapx.TransportError{Op: "UID FETCH", Err: &transientFailure{}}
+		transient := &transportFailure{op: "UID FETCH", err: &transientFailure{}}
 		terminal := errors.New(sentinel)
 
 		require.ErrorIs(t, r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return transient }), transient)
@@ -48,8 +47,8 @@ func TestTelemetry(t *testing.T) {
 		require.NoError(t, r.Execute(ctx, accountB, "Archive", func(ctx context.Context) error { return nil }))
 		cctx, cancel := context.WithCancel(ctx)
 		require.ErrorIs(t, r.Execute(cctx, database, "select", func(ctx context.Context) error { cancel(); return blockUntilDone(ctx) }), context.Canceled)
-		lost := &transientFailure{} // a network failure: terminal for delivery
-		require.Same(t, lost, r.Execute(ctx, delivery, "submit", func(ctx context.Context) error { return lost }))
+		refused := httpStatusError(400) // a refused request: terminal for a provider
+		require.Equal(t, error(refused), r.Execute(ctx, provider, "embed", func(ctx context.Context) error { return refused }))
 
 		// After the break the trial call, on another folder, closes it.
 		time.Sleep(150 * time.Millisecond)
@@ -86,7 +85,7 @@ func TestTelemetry(t *testing.T) {
 		require.Equal(t, "MailboxDataRetrieval", retries[0]["class"])
 		require.Equal(t, "account-a", retries[0]["instance"])
 		require.Equal(t, "INBOX", retries[0]["operation"])
-		require.Equal(t, "*imapx.TransportError", retries[0]["failure_type"])
+		require.Equal(t, "*resilience_test.transportFailure", retries[0]["failure_type"])
 		require.EqualValues(t, 1, retries[0]["attempt"])
 		require.Positive(t, retries[0]["delay"])
 
@@ -95,7 +94,7 @@ func TestTelemetry(t *testing.T) {
 		require.Equal(t, "WARN", opened[0]["level"])
 		require.Equal(t, "account-a", opened[0]["instance"])
 		require.Equal(t, "INBOX", opened[0]["operation"])
-		require.Equal(t, "*imapx.TransportError", opened[0]["failure_type"])
+		require.Equal(t, "*resilience_test.transportFailure", opened[0]["failure_type"])
 		require.EqualValues(t, 2, opened[0]["attempt"])
 		require.EqualValues(t, 100*time.Millisecond, opened[0]["delay"])
 
@@ -116,7 +115,7 @@ func TestTelemetry(t *testing.T) {
 
 		vocabulary := map[string]map[string]bool{
 			"class":    {},
-			"instance": {"account-a": true, "account-b": true, "shared": true, "smtp": true},
+			"instance": {"account-a": true, "account-b": true, "shared": true, "embeddings": true},
 			"outcome":  {"success": true, "terminal_failure": true, "transient_failure": true, "unavailable": true, "canceled": true},
 			"kind":     {"concurrency_limit": true, "circuit_open": true, "attempt_timeout": true, "total_timeout": true},
 			"state":    {"closed": true, "half_open": true, "open": true},
@@ -162,7 +161,7 @@ func TestTelemetry(t *testing.T) {
 		require.Equal(t, 1.0, values["mailfathom_resilience_execution_duration_seconds{"+a+",outcome=success}"])
 		require.Equal(t, 1.0, values["mailfathom_resilience_execution_duration_seconds{class=MailboxDataRetrieval,instance=account-b,outcome=terminal_failure}"])
 		require.Equal(t, 1.0, values["mailfathom_resilience_execution_duration_seconds{class=DatabaseCommandExecution,instance=shared,outcome=canceled}"])
-		require.Equal(t, 1.0, values["mailfathom_resilience_execution_duration_seconds{class=EmailDelivery,instance=smtp,outcome=terminal_failure}"])
+		require.Equal(t, 1.0, values["mailfathom_resilience_execution_duration_seconds{class=AiProviderInvocation,instance=embeddings,outcome=terminal_failure}"])
 	})
 
 	t.Run("OpenCircuitGauge", func(t *testing.T) {
@@ -187,7 +186,7 @@ func TestTelemetry(t *testing.T) {
 	t.Run("RegisteringTwiceFails", func(t *testing.T) {
 		t.Parallel()
 		_, b := setup(t, fastBudget(nil), nil, nil)
-		_, err := resilience.NewRegistry(nil, nil, nil, b.metrics)
+		_, err := resilience.NewRegistry(resilience.Options{Classifiers: testClassifiers(), Registerer: b.metrics})
 		require.Error(t, err)
 	})
 }
@@ -207,11 +206,17 @@ func value(m *dto.Metric) float64 {
 func TestFailureType(t *testing.T) {
 	t.Parallel()
 	require.Empty(t, resilience.FailureType(nil))
-	require.Equal(t, "*imapx.TransportError", resilience.FailureType(droppedConnection))
-	require.Equal(t, "*imapx.TransportError", resilience.FailureType(errorsWrap(droppedConnection)), "looks through fmt.Errorf")
+	require.Equal(t, "*resilience_test.transportFailure", resilience.FailureType(droppedConnection))
+	require.Equal(t, "*resilience_test.transportFailure", resilience.FailureType(errorsWrap(droppedConnection)), "looks through fmt.Errorf")
 	require.Equal(t, "*errors.errorString", resilience.FailureType(io.EOF))
 	require.Equal(t, "AttemptTimeout", resilience.FailureType(resilience.ErrAttemptTimeout))
 	require.NotContains(t, resilience.FailureType(errors.New(sentinel)), sentinel)
 }
 
-func errorsWrap(err error) error { return fmt.Errorf("imapx session: %w", err) }
+func errorsWrap(err error) error { return fmt.Errorf("session: %w", err) }
+
+// httpStatusError is a provider's answer carrying its HTTP status.
+type httpStatusError int
+
+func (e httpStatusError) Error() string   { return fmt.Sprintf("status %d: %s", int(e), sentinel) }
+func (e httpStatusError) HTTPStatus() int { return int(e) }

@@ -26,7 +26,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
-	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -111,7 +111,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	lock.Keep(processLockCheck)
 
 	ws := river.NewWorkers()
-	pipelines, err := resilience.NewRegistry(resilience.BudgetsFromConfig(cfg.Resilience), nil, logger, reg)
+	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, reg)
 	if err != nil {
 		return fmt.Errorf("resilience: %w", err)
 	}

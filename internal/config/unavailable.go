@@ -1,0 +1,68 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// RuleFeatureNotAvailable is the identity of a setting refused because the
+// feature it configures does not exist in this version. Accepting it would
+// let an operator believe they configured something that does nothing.
+const RuleFeatureNotAvailable = "FeatureNotAvailable"
+
+// unavailableFeature is a feature whose settings are refused, and the
+// variables (or variable prefixes, ending in "_") that configure it.
+type unavailableFeature struct {
+	name      string
+	verb      string
+	variables []string
+}
+
+// unavailableFeatures are the features this version does not have. An
+// account's MODE=Push is refused with push's settings (see convertAccount).
+var unavailableFeatures = []unavailableFeature{
+	{"push synchronization", "is", []string{
+		Prefix + "SYNC_PUSH_RENEWAL_INTERVAL",
+		Prefix + "SYNC_MAX_CONSECUTIVE_PUSH_FAILURES",
+		Prefix + "SYNC_PUSH_DEGRADATION_PERIOD",
+		Prefix + "SYNC_MAX_SUBSCRIBED_FOLDERS",
+	}},
+	{"mailbox mutations", "are", []string{
+		Prefix + "SYNC_WRITE_CONNECTION_IDLE_PERIOD",
+		Prefix + "SYNC_MAX_MUTATIONS_PER_CONVERGENCE_PASS",
+		Prefix + "SYNC_UNKNOWN_MUTATION_OUTCOME_GRACE",
+		Prefix + "SYNC_MAX_MUTATION_ATTEMPTS",
+		Prefix + "QUEUE_MUTATIONS_WORKERS",
+	}},
+	{"embedding", "is", []string{
+		Prefix + "QUEUE_EMBEDDINGS_WORKERS",
+		resilienceSectionPrefix + "AI_PROVIDER_INVOCATION_",
+	}},
+}
+
+// refuseUnavailable reports every set variable of a feature this version
+// does not have.
+//
+// A refused variable gets that one problem: whatever else its value got
+// wrong is beside the point.
+func refuseUnavailable(c *converter) {
+	refused := map[string]bool{}
+	for _, p := range c.problems {
+		if p.Rule == RuleFeatureNotAvailable {
+			refused[p.Variable] = true
+		}
+	}
+	set := slices.Sorted(maps.Keys(c.set))
+	for _, f := range unavailableFeatures {
+		for _, name := range f.variables {
+			for _, variable := range set {
+				if variable == name || (strings.HasSuffix(name, "_") && strings.HasPrefix(variable, name)) {
+					refused[variable] = true
+					c.problems = slices.DeleteFunc(c.problems, func(p Problem) bool { return p.Variable == variable })
+					c.addRule(variable, RuleFeatureNotAvailable, "%s %s not available in this version of MailFathom; remove the variable", f.name, f.verb)
+				}
+			}
+		}
+	}
+}

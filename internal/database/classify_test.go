@@ -1,0 +1,189 @@
+package database_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+)
+
+func TestClassifyDatabase(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+
+	// Real pgx errors: a refused connection, a password the server
+	// refuses, a query the server never answers, and a query on a closed
+	// connection.
+	refused := connectErr(ctx, t, closedAddress(t))
+	authRefused := connectErr(ctx, t, fakePostgres(t, func(be *pgproto3.Backend) {
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "28P01", Message: "SENTINEL"})
+	}))
+	startingUp := connectErr(ctx, t, fakePostgres(t, func(be *pgproto3.Backend) {
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "57P03", Message: "the database system is starting up"})
+	}))
+	silent := connect(ctx, t, fakePostgres(t, ready))
+	qctx, qcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, timedOut := silent.Exec(qctx, "SELECT 1").ReadAll()
+	qcancel()
+	closed := connect(ctx, t, fakePostgres(t, ready))
+	require.NoError(t, closed.Close(ctx))
+	_, onClosed := closed.Exec(ctx, "SELECT 1").ReadAll()
+
+	require.IsType(t, &pgconn.ConnectError{}, refused)
+	require.True(t, pgconn.Timeout(timedOut), "%v", timedOut)
+	require.False(t, errors.Is(timedOut, context.Canceled))
+	require.True(t, pgconn.SafeToRetry(onClosed), "%v", onClosed)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, authRefused, &pgErr)
+	require.Equal(t, "28P01", pgErr.Code)
+
+	checkFamily(t, resilience.FamilyDatabase, []verdictCase{
+		{"serialization failure", &pgconn.PgError{Code: "40001", Message: "SENTINEL"}, resilience.Transient},
+		{"deadlock", wrapped(&pgconn.PgError{Code: "40P01"}), resilience.Transient},
+		{"unique violation", &pgconn.PgError{Code: "23505", ConstraintName: "some_other_key"}, resilience.Terminal},
+		{"undefined table", &pgconn.PgError{Code: "42P01"}, resilience.Terminal},
+		{"statement cancelled", &pgconn.PgError{Code: "57014"}, resilience.Terminal},
+		{"other 40xxx", &pgconn.PgError{Code: "40002"}, resilience.Terminal},
+		{"connection refused", refused, resilience.Transient},
+		{"server starting up", startingUp, resilience.Transient},
+		{"password refused", authRefused, resilience.Terminal},
+		{"query timeout", timedOut, resilience.Transient},
+		{"safe to retry", onClosed, resilience.Transient},
+		{"attempt timeout", resilience.ErrAttemptTimeout, resilience.Transient},
+		{"concurrency conflict", mailstore.ErrConcurrencyConflict, resilience.Terminal},
+		{"concurrency conflict with reason", wrapped(&mailstore.ConcurrencyConflictError{Reason: "checkpoint moved"}), resilience.Terminal},
+		{"conflict constraint", &pgconn.PgError{Code: "23505", ConstraintName: "synchronization_checkpoints_pkey"}, resilience.Terminal},
+		{"concurrency conflict that was a serialization failure", errors.Join(mailstore.ErrConcurrencyConflict, &pgconn.PgError{Code: "40001"}), resilience.Terminal},
+		{"bare network error", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, resilience.Terminal},
+		{"bare EOF", io.ErrUnexpectedEOF, resilience.Terminal},
+		{"spent budget over a transient cause", spent{&pgconn.PgError{Code: "40001"}}, resilience.Terminal},
+	})
+}
+
+// wrapped wraps err the way an adapter adds context.
+func wrapped(err error) error { return fmt.Errorf("adapter: %w", err) }
+
+// spent is a translation of a failure that survived its own pipeline:
+// whatever the cause says, no outer pipeline repeats it.
+type spent struct{ err error }
+
+func (e spent) Error() string     { return "spent: " + e.err.Error() }
+func (e spent) Unwrap() error     { return e.err }
+func (e spent) BudgetSpent() bool { return true }
+
+// checkFamily asserts the verdict of every case for every class of the
+// family, through the registry every outbound call runs under.
+func checkFamily(t *testing.T, family resilience.Family, cases []verdictCase) {
+	t.Helper()
+	reg, err := outbound.NewRegistry(nil, nil, nil)
+	require.NoError(t, err)
+	var classes []resilience.DependencyClass
+	for _, c := range resilience.Classes() {
+		if c.Family() == family {
+			classes = append(classes, c)
+		}
+	}
+	require.NotEmpty(t, classes)
+	cases = append(cases,
+		verdictCase{"caller cancellation", context.Canceled, resilience.Canceled},
+		verdictCase{"unrecognized", errors.New("SENTINEL"), resilience.Terminal},
+		verdictCase{"nested pipeline rejection", &resilience.DependencyUnavailableError{Class: resilience.MailboxSessionEstablishment, Instance: "a", Rejection: resilience.RejectionCircuitOpen}, resilience.Terminal},
+	)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, class := range classes {
+				require.Equal(t, tc.want, reg.Classify(class, tc.err), "%s: %T", class, tc.err)
+			}
+		})
+	}
+}
+
+type verdictCase struct {
+	name string
+	err  error
+	want resilience.Verdict
+}
+
+// closedAddress returns a loopback address nothing listens on.
+func closedAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// ready completes a startup: authentication accepted, ready for queries.
+// The server then reads and never answers.
+func ready(be *pgproto3.Backend) {
+	be.Send(&pgproto3.AuthenticationOk{})
+	be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 1}})
+	be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+}
+
+// fakePostgres serves one scripted startup per connection on loopback and
+// returns its address.
+func fakePostgres(t *testing.T, script func(be *pgproto3.Backend)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				be := pgproto3.NewBackend(c, c)
+				if _, err := be.ReceiveStartupMessage(); err != nil {
+					return
+				}
+				script(be)
+				if err := be.Flush(); err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func connString(addr string) string {
+	return "postgres://mailfathom@" + addr + "/mailfathom?sslmode=disable&connect_timeout=5"
+}
+
+func connect(ctx context.Context, t *testing.T, addr string) *pgconn.PgConn {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, connString(addr))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func connectErr(ctx context.Context, t *testing.T, addr string) error {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, connString(addr))
+	if c != nil {
+		_ = c.Close(ctx)
+	}
+	require.Error(t, err)
+	return err
+}

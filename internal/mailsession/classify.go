@@ -1,0 +1,25 @@
+package mailsession
+
+import (
+	"errors"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+)
+
+// Classifier is the Mailbox family's failure classifier, which the
+// resilience registry applies to both mailbox classes. A rejected
+// credential, an unusable TLS handshake, an unavailable authentication
+// mechanism and a refused IMAP command are terminal; a dropped connection,
+// a server disconnect, a desynchronized protocol stream and an attempt the
+// pipeline abandoned are transient, because a repeated read changes nothing
+// on the server. Everything else is terminal (imapx.IsTransient decides the
+// adapter's own failures).
+var Classifier resilience.Classifier = resilience.ClassifierFunc(transient)
+
+func transient(err error) bool {
+	if err == nil || resilience.BudgetSpent(err) {
+		return false
+	}
+	return errors.Is(err, resilience.ErrAttemptTimeout) || imapx.IsTransient(err)
+}
