@@ -1,22 +1,18 @@
 package jobs
 
 // The queues MailFathom's jobs run on. Each gets its own worker count so a
-// slow kind of work (an embedding provider, a large backfill) never holds
-// the slots another kind needs.
+// slow kind of work (a large backfill) never holds the slots another kind
+// needs.
 const (
-	// QueueAccounts runs account runs: converge mutations, list folders,
-	// resolve aliases, schedule folder passes.
+	// QueueAccounts runs account runs: list folders, resolve aliases,
+	// schedule folder passes.
 	QueueAccounts = "accounts"
 	// QueueFolders runs folder synchronization passes and reconciliation
 	// windows.
 	QueueFolders = "folders"
 	// QueueBackfill runs extraction backfill batches.
 	QueueBackfill = "backfill"
-	// QueueMutations runs mailbox mutation stages.
-	QueueMutations = "mutations"
-	// QueueEmbeddings runs embedding offers.
-	QueueEmbeddings = "embeddings"
 )
 
 // Queues lists every queue name, in a fixed order.
-var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations, QueueEmbeddings}
+var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill}

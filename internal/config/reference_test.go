@@ -70,6 +70,7 @@ func TestReferenceDocumentsRuleIdentities(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("REFERENCE.md")
 	require.NoError(t, err)
+	require.Contains(t, string(doc), "`"+RuleFeatureNotAvailable+"`")
 	for _, rule := range []string{
 		RuleUnencryptedConnectionRequiresExplicitOptIn,
 		RuleClearTextAuthenticationRequiresExplicitOptIn,

@@ -91,12 +91,6 @@ type Queues struct {
 	// Backfill is MAILFATHOM_QUEUE_BACKFILL_WORKERS. Default 1; 0 also
 	// means 1.
 	Backfill int
-	// Mutations is MAILFATHOM_QUEUE_MUTATIONS_WORKERS. Default 0: derived as
-	// Sync.MaxConcurrentAccounts.
-	Mutations int
-	// Embeddings is MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS. Default 2; 0 also
-	// means 2.
-	Embeddings int
 }
 
 // EffectiveQueueWorkers returns the worker count each queue runs with: the
@@ -115,29 +109,25 @@ func (c *Config) EffectiveQueueWorkers() Queues {
 	if q.Backfill == 0 {
 		q.Backfill = 1
 	}
-	if q.Mutations == 0 {
-		q.Mutations = accounts
-	}
-	if q.Embeddings == 0 {
-		q.Embeddings = 2
-	}
 	return q
 }
 
 type rawService struct {
-	HTTPAddr          string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	InterpretMode     string `env:"SECRET_INTERPRETATION_MODE" envDefault:"ReferenceOnly"`
-	UIEnabled         string `env:"UI_ENABLED" envDefault:"true"`
-	UIUsername        string `env:"UI_USERNAME" envDefault:"admin"`
-	UIPassword        string `env:"UI_PASSWORD"`
-	MigrateOnStart    string `env:"MIGRATE_ON_START" envDefault:"true"`
-	LogFormat         string `env:"LOG_FORMAT" envDefault:"json"`
-	LogLevel          string `env:"LOG_LEVEL" envDefault:"info"`
-	AccountsWorkers   string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
-	FoldersWorkers    string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
-	BackfillWorkers   string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
-	MutationsWorkers  string `env:"QUEUE_MUTATIONS_WORKERS" envDefault:"0"`
-	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS" envDefault:"2"`
+	HTTPAddr        string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	InterpretMode   string `env:"SECRET_INTERPRETATION_MODE" envDefault:"ReferenceOnly"`
+	UIEnabled       string `env:"UI_ENABLED" envDefault:"true"`
+	UIUsername      string `env:"UI_USERNAME" envDefault:"admin"`
+	UIPassword      string `env:"UI_PASSWORD"`
+	MigrateOnStart  string `env:"MIGRATE_ON_START" envDefault:"true"`
+	LogFormat       string `env:"LOG_FORMAT" envDefault:"json"`
+	LogLevel        string `env:"LOG_LEVEL" envDefault:"info"`
+	AccountsWorkers string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
+	FoldersWorkers  string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
+	BackfillWorkers string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
+	// The mutations and embeddings queues are bound only so that setting
+	// them is refused by name (see unavailableFeatures).
+	MutationsWorkers  string `env:"QUEUE_MUTATIONS_WORKERS"`
+	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS"`
 }
 
 func convertService(c *converter, raw rawService, cfg *Config) {
@@ -174,6 +164,4 @@ func convertService(c *converter, raw rawService, cfg *Config) {
 	cfg.Queues.Accounts = c.integer(Prefix+"QUEUE_ACCOUNTS_WORKERS", raw.AccountsWorkers, 0, maxWorkers)
 	cfg.Queues.Folders = c.integer(Prefix+"QUEUE_FOLDERS_WORKERS", raw.FoldersWorkers, 0, maxWorkers)
 	cfg.Queues.Backfill = c.integer(Prefix+"QUEUE_BACKFILL_WORKERS", raw.BackfillWorkers, 0, maxWorkers)
-	cfg.Queues.Mutations = c.integer(Prefix+"QUEUE_MUTATIONS_WORKERS", raw.MutationsWorkers, 0, maxWorkers)
-	cfg.Queues.Embeddings = c.integer(Prefix+"QUEUE_EMBEDDINGS_WORKERS", raw.EmbeddingsWorkers, 0, maxWorkers)
 }
