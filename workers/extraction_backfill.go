@@ -12,7 +12,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -65,7 +64,7 @@ func (w *ExtractionBackfillWorker) Work(ctx context.Context, job *river.Job[jobs
 	}
 	defer release()
 
-	limits := extraction.LimitsFrom(cfg)
+	limits := cfg.Sync.MimeLimits()
 	client := river.ClientFromContext[pgx.Tx](ctx)
 	start := w.deps.Now()
 	var read, unreadable int
@@ -105,7 +104,7 @@ func (w *ExtractionBackfillWorker) Work(ctx context.Context, job *river.Job[jobs
 			if err := tx.QueryRow(ctx, `SELECT raw_mime FROM email_message_contents WHERE stored_email_id = $1`, id).Scan(&raw); err != nil {
 				return fmt.Errorf("extraction backfill: read raw MIME: %w", err)
 			}
-			rec := extraction.Record(id, raw, limits)
+			rec := searchindex.Extract(id, raw, limits)
 			raw = nil
 			if err := searchindex.Write(ctx, tx, rec); err != nil {
 				return err

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/synchronizer"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -66,7 +65,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,
 		MaxRawMimeBytes: cfg.Sync.MaxRawMimeBytes,
 		EarliestDate:    account.EarliestEmailReceivedDate,
-		Extraction:      extraction.LimitsFrom(cfg),
+		Extraction:      cfg.Sync.MimeLimits(),
 		AfterFinalCheckpoint: func(ctx context.Context, tx pgx.Tx) error {
 			// Every pass is followed by one reconciliation window.
 			_, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx,

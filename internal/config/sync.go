@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/mailfathom/mailfathom/mimex"
+)
 
 // Sync is the MailSynchronization section: whether accounts synchronize and
 // the bounds every run obeys. Variables are MAILFATHOM_SYNC_<NAME>.
@@ -135,4 +139,14 @@ func convertSync(c *converter, raw rawSync) Sync {
 			formatDuration(s.MaxFailureBackoff), formatDuration(s.Interval))
 	}
 	return s
+}
+
+// MimeLimits returns the bounds the MIME reader applies to every stored
+// message: part count, nesting depth and indexed text.
+func (s Sync) MimeLimits() mimex.Limits {
+	return mimex.Limits{
+		MaxPartCount:               s.MaxMimePartCount,
+		MaxNestingDepth:            s.MaxMimeNestingDepth,
+		MaxExtractedTextCharacters: s.MaxExtractedTextCharacters,
+	}
 }

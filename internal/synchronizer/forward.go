@@ -4,7 +4,7 @@
 // checkpoint only to a UID the server's state proves safe.
 //
 // Each stored payload is read for its metadata and search document on the
-// spot (see package extraction), so enrichment costs no second fetch and no
+// spot (searchindex.Extract), so enrichment costs no second fetch and no
 // second read of the database; an oversized message gets a document from
 // its envelope subject.
 //

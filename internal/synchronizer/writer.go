@@ -7,7 +7,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/mimex"
@@ -112,7 +111,7 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 	// written once, and the message's statements go in one round trip.
 	var rec *searchindex.Record
 	if o.Raw != nil {
-		r := extraction.Record(uuid.Nil, o.Raw, w.extraction)
+		r := searchindex.Extract(uuid.Nil, o.Raw, w.extraction)
 		w.lastReadable = r.Readable
 		rec = &r
 	}

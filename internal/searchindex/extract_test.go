@@ -1,4 +1,4 @@
-package extraction_test
+package searchindex_test
 
 import (
 	"math/rand/v2"
@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/internal/extraction"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/mimex"
@@ -17,7 +16,7 @@ import (
 func TestRecord(t *testing.T) {
 	t.Parallel()
 	raw := mailgen.Message(1, 7, 200_000) // multipart with a base64 attachment
-	rec := extraction.Record(uuid.New(), raw, mimex.DefaultLimits())
+	rec := searchindex.Extract(uuid.New(), raw, mimex.DefaultLimits())
 	require.True(t, rec.Readable)
 	require.Equal(t, "Synthetic message 7", rec.Subject)
 	require.Equal(t, searchindex.SourcePlainText, rec.TextSource)
@@ -28,7 +27,7 @@ func TestRecord(t *testing.T) {
 	require.NotNil(t, rec.SentAt)
 	require.Equal(t, time.UTC, rec.SentAt.Location())
 
-	bad := extraction.Record(uuid.New(), []byte("Content-Type: multipart/mixed\r\n\r\nno boundary\r\n"), mimex.DefaultLimits())
+	bad := searchindex.Extract(uuid.New(), []byte("Content-Type: multipart/mixed\r\n\r\nno boundary\r\n"), mimex.DefaultLimits())
 	require.False(t, bad.Readable)
 	require.Equal(t, string(mimex.Unparseable), bad.Failure)
 }
@@ -50,7 +49,7 @@ func BenchmarkExtractCorpus(b *testing.B) {
 	start := time.Now()
 	n := 0
 	for b.Loop() {
-		extraction.Record(id, corpus[n%len(corpus)], lim)
+		searchindex.Extract(id, corpus[n%len(corpus)], lim)
 		n++
 	}
 	elapsed := time.Since(start).Seconds()
