@@ -10,7 +10,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
-	"github.com/mailfathom/mailfathom/internal/embeddeddb"
+	"github.com/mailfathom/mailfathom/internal/pgcluster"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/service"
 )
@@ -23,7 +23,7 @@ func openDatabase(ctx context.Context, cfg *config.Config, resolver *secret.Reso
 	connString := opts.DatabaseConnString
 	stopEmbedded := func() {}
 	if connString == "" {
-		db, err := embeddeddb.Start(ctx, opts.EmbeddedDataDir, logger)
+		db, err := pgcluster.StartEmbedded(ctx, opts.EmbeddedDataDir, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 			return nil, nil, false

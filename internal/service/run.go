@@ -21,12 +21,12 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
-	"github.com/mailfathom/mailfathom/internal/embeddeddb"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/pgcluster"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -53,7 +53,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	connString := opts.DatabaseConnString
 	embedded := connString == ""
 	if embedded {
-		db, err := embeddeddb.Start(ctx, opts.EmbeddedDataDir, logger)
+		db, err := pgcluster.StartEmbedded(ctx, opts.EmbeddedDataDir, logger)
 		if err != nil {
 			return err
 		}
@@ -289,7 +289,7 @@ func readiness(pool *pgxpool.Pool) httpserver.ReadinessCheck {
 type running struct {
 	logger      *slog.Logger
 	drain       time.Duration
-	embedded    *embeddeddb.Database
+	embedded    *pgcluster.Embedded
 	pool        *pgxpool.Pool
 	river       *river.Client[pgx.Tx]
 	cancelRiver context.CancelFunc

@@ -1,0 +1,74 @@
+package pgcluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EmbeddedDatabase is the database MailFathom keeps its data in inside the
+// embedded cluster.
+const EmbeddedDatabase = "mailfathom"
+
+// Embedded is the database MailFathom uses when none is configured: a
+// private, durable cluster under a local data directory, listening on a
+// unix socket beside it, started from the system's PostgreSQL binaries
+// (installed first when missing and the process may do so) and stopped
+// with the service.
+//
+// It is the out-of-the-box default for trying MailFathom on one machine,
+// not a production deployment: it has no replication, no backups and no
+// remote access.
+type Embedded struct {
+	cluster *Cluster
+	// ConnString connects to EmbeddedDatabase over the cluster's socket.
+	ConnString string
+}
+
+// StartEmbedded starts (initialising on first use) the cluster under
+// dataDir and makes sure EmbeddedDatabase exists in it.
+func StartEmbedded(ctx context.Context, dataDir string, logger *slog.Logger) (*Embedded, error) {
+	logf := func(format string, args ...any) { logger.InfoContext(ctx, fmt.Sprintf(format, args...)) }
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded database: data directory: %w", err)
+	}
+	logger.InfoContext(ctx, "starting the embedded PostgreSQL cluster", slog.String("data_dir", abs))
+	cluster, err := Start(ctx, Options{DataDir: abs, Durable: true, Logf: logf})
+	if err != nil {
+		return nil, fmt.Errorf("embedded database: %w", err)
+	}
+	db := &Embedded{cluster: cluster, ConnString: cluster.ConnString(EmbeddedDatabase)}
+	if err := ensureDatabase(ctx, cluster.ConnString("postgres")); err != nil {
+		_ = cluster.Stop(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("embedded database: %w", err)
+	}
+	return db, nil
+}
+
+// Stop stops the cluster.
+func (d *Embedded) Stop(ctx context.Context) error {
+	return d.cluster.Stop(ctx)
+}
+
+func ensureDatabase(ctx context.Context, adminConnString string) error {
+	conn, err := pgx.Connect(ctx, adminConnString)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", EmbeddedDatabase).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{EmbeddedDatabase}.Sanitize()); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	return nil
+}
