@@ -2,33 +2,22 @@ package workers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/mailfathom/mailfathom/internal/backfill"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
-// ExtractionBackfillWorker runs one batch of the extraction backfill.
-//
-// A batch selects, past the committed position, stored messages that have
-// raw MIME and no search document, reads them one at a time, writes the
-// classification markers and metadata before the text derived from them,
-// and commits all of it with the new position and the next batch's job.
-// The position is what makes the walk finite: a message no reader can
-// parse is counted, stepped over and left with its envelope document. A
-// batch stops early once it has written enough text (the batch size bounds
-// messages, the extraction bound characters, and the two multiply); the
-// position is then the last message it read. The run ends itself when a
-// batch finds nothing left.
+// ExtractionBackfillWorker runs one batch of the extraction backfill
+// (package backfill) and commits it with the next batch's job — or with
+// none, which ends the backfill, when nothing is left.
 type ExtractionBackfillWorker struct {
 	river.WorkerDefaults[jobs.ExtractionBackfill]
 	deps Dependencies
@@ -64,81 +53,29 @@ func (w *ExtractionBackfillWorker) Work(ctx context.Context, job *river.Job[jobs
 	}
 	defer release()
 
-	limits := cfg.Sync.MimeLimits()
 	client := river.ClientFromContext[pgx.Tx](ctx)
 	start := w.deps.Now()
-	var read, unreadable int
-	var done bool
+	var res backfill.Result
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		read, unreadable, done = 0, 0, false
-		var position uuid.UUID
-		err := tx.QueryRow(ctx, `SELECT last_stored_email_id FROM extraction_backfill_positions FOR UPDATE`).Scan(&position)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("extraction backfill: read the position: %w", err)
-		}
-		rows, err := tx.Query(ctx, `
-			SELECT e.id FROM stored_emails e
-			WHERE e.id > $1
-			  AND EXISTS (SELECT 1 FROM email_message_contents c WHERE c.stored_email_id = e.id)
-			  AND NOT EXISTS (SELECT 1 FROM email_search_documents d WHERE d.stored_email_id = e.id)
-			ORDER BY e.id
-			LIMIT $2`, position, cfg.Backfill.BatchSize)
+		var err error
+		res, err = backfill.RunBatch(ctx, tx, backfill.Options{
+			BatchSize:  cfg.Backfill.BatchSize,
+			TextBudget: backfillTextBudget * cfg.Sync.MaxExtractedTextCharacters,
+			Limits:     cfg.Sync.MimeLimits(),
+		})
 		if err != nil {
-			return fmt.Errorf("extraction backfill: select a batch: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			return fmt.Errorf("extraction backfill: select a batch: %w", err)
-		}
-		if len(ids) == 0 {
-			done = true
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err
 		}
-
-		textBudget := backfillTextBudget * cfg.Sync.MaxExtractedTextCharacters
-		written := 0
-		last := position
-		for _, id := range ids {
-			var raw []byte
-			if err := tx.QueryRow(ctx, `SELECT raw_mime FROM email_message_contents WHERE stored_email_id = $1`, id).Scan(&raw); err != nil {
-				return fmt.Errorf("extraction backfill: read raw MIME: %w", err)
+		if !res.Done {
+			next := jobs.ExtractionBackfill{BatchInRun: job.Args.BatchInRun + 1}
+			opts := &river.InsertOpts{}
+			if next.BatchInRun >= cfg.Backfill.MaxBatchesPerRun {
+				next.BatchInRun = 0
+				opts.ScheduledAt = w.deps.Now().Add(cfg.Backfill.Interval)
 			}
-			rec := searchindex.Extract(id, raw, limits)
-			raw = nil
-			if err := searchindex.Write(ctx, tx, rec); err != nil {
-				return err
+			if _, err := client.InsertTx(ctx, tx, next, opts); err != nil {
+				return fmt.Errorf("extraction backfill: schedule the next batch: %w", err)
 			}
-			read++
-			if !rec.Readable {
-				unreadable++
-			}
-			last = id
-			written += len(rec.Text) + len(rec.Untrimmed)
-			if written >= textBudget {
-				break
-			}
-		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO extraction_backfill_positions (last_stored_email_id) VALUES ($1)
-			ON CONFLICT (singleton) DO UPDATE SET last_stored_email_id = excluded.last_stored_email_id, updated_at = now()`, last); err != nil {
-			return fmt.Errorf("extraction backfill: commit the position: %w", err)
-		}
-		if read == len(ids) && len(ids) < cfg.Backfill.BatchSize {
-			// A short batch read to its end: the walk reached the last
-			// message awaiting extraction, so no successor is needed.
-			done = true
-			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
-		}
-		next := jobs.ExtractionBackfill{BatchInRun: job.Args.BatchInRun + 1}
-		opts := &river.InsertOpts{}
-		if next.BatchInRun >= cfg.Backfill.MaxBatchesPerRun {
-			next.BatchInRun = 0
-			opts.ScheduledAt = w.deps.Now().Add(cfg.Backfill.Interval)
-		}
-		if _, err := client.InsertTx(ctx, tx, next, opts); err != nil {
-			return fmt.Errorf("extraction backfill: schedule the next batch: %w", err)
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
@@ -146,13 +83,12 @@ func (w *ExtractionBackfillWorker) Work(ctx context.Context, job *river.Job[jobs
 	if err != nil {
 		return err
 	}
-	if done {
-		logger.InfoContext(ctx, "extraction backfill finished: no stored message awaits extraction",
-			slog.Int("read", read), slog.Int("unreadable", unreadable))
+	attrs := []any{slog.Int("read", res.Read), slog.Int("unreadable", res.Unreadable), slog.Duration("duration", w.deps.Now().Sub(start))}
+	if res.Done {
+		logger.InfoContext(ctx, "extraction backfill finished: no stored message awaits extraction", attrs...)
 		return nil
 	}
-	logger.InfoContext(ctx, "extraction backfill batch committed",
-		slog.Int("read", read), slog.Int("unreadable", unreadable), slog.Duration("duration", w.deps.Now().Sub(start)))
+	logger.InfoContext(ctx, "extraction backfill batch committed", attrs...)
 	return nil
 }
 
@@ -166,19 +102,14 @@ func ScheduleExtractionBackfill(ctx context.Context, deps Dependencies, client *
 	}
 	inserted := false
 	err := pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, 0)", scheduleLockNamespace+1); err != nil {
+		if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleExtractionBackfill, ""); err != nil {
 			return err
 		}
-		var pending bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_job WHERE kind = $1
-			AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled'))`,
-			jobs.ExtractionBackfill{}.Kind()).Scan(&pending); err != nil {
+		pending, err := jobqueue.Pending(ctx, tx, jobs.ExtractionBackfill{}.Kind(), "", 0)
+		if err != nil || pending {
 			return err
 		}
-		if pending {
-			return nil
-		}
-		_, err := client.InsertTx(ctx, tx, jobs.ExtractionBackfill{}, nil)
+		_, err = client.InsertTx(ctx, tx, jobs.ExtractionBackfill{}, nil)
 		inserted = err == nil
 		return err
 	})

@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/synchronizer"
+	"github.com/mailfathom/mailfathom/internal/forwardpass"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -59,7 +59,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		return failUnit(ctx, logger, err)
 	}
 	defer second.Release()
-	rep, err := synchronizer.ForwardPass(ctx, conn, sess, binding, synchronizer.Limits{
+	rep, err := forwardpass.Run(ctx, conn, sess, binding, forwardpass.Limits{
 		SecondWriter:    second,
 		BatchSize:       cfg.Sync.MaxMetadataBatchSize,
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,
@@ -87,7 +87,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	return nil
 }
 
-func logReport(ctx context.Context, logger *slog.Logger, rep synchronizer.Report, err error) {
+func logReport(ctx context.Context, logger *slog.Logger, rep forwardpass.Report, err error) {
 	attrs := []any{
 		slog.Int("stored", rep.Stored), slog.Int("unreadable", rep.Unreadable), slog.Int("oversized", rep.Oversized),
 		slog.Int("excluded_by_date", rep.ExcludedByDate), slog.Int("vanished", rep.Vanished),

@@ -9,13 +9,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/jobs"
 )
-
-// scheduleLockNamespace keys the per-account transaction lock that makes
-// "is a run already pending?" and "insert one" a single step across
-// processes.
-const scheduleLockNamespace = 0x6d05
 
 // ScheduleAccountRun inserts the next run of account at at, in tx, unless a
 // run of the account other than exclude (the job doing the scheduling, or 0)
@@ -23,19 +19,12 @@ const scheduleLockNamespace = 0x6d05
 // inserted one.
 func ScheduleAccountRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], accountID string, at time.Time, failuresBefore int, exclude int64) (bool, error) {
 	key := config.AccountKey(accountID)
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", scheduleLockNamespace, key); err != nil {
-		return false, fmt.Errorf("schedule account run: lock: %w", err)
+	if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
+		return false, err
 	}
-	var pending bool
-	err := tx.QueryRow(ctx, `
-		SELECT EXISTS (
-			SELECT 1 FROM river_job
-			WHERE kind = $1 AND id <> $3
-			  AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
-			  AND lower(btrim(args->>'account_id')) = $2)`,
-		jobs.AccountRun{}.Kind(), key, exclude).Scan(&pending)
+	pending, err := jobqueue.Pending(ctx, tx, jobs.AccountRun{}.Kind(), key, exclude)
 	if err != nil {
-		return false, fmt.Errorf("schedule account run: look for a pending run: %w", err)
+		return false, err
 	}
 	if pending {
 		return false, nil

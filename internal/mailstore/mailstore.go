@@ -1,6 +1,8 @@
-// Package mailstore holds every SQL statement of the forward
-// synchronization path: accounts, alias bindings, occurrences with their raw
-// MIME, and checkpoints.
+// Package mailstore is the store of the mailbox copy: accounts, alias
+// bindings, occurrences with their raw MIME, checkpoints, and the
+// reconciliation queue the backward pass walks. The packages that
+// orchestrate a pass (forwardpass, backwardpass) hold no SQL; they call
+// this package and package searchindex.
 //
 // Writes take the caller's Querier (usually a pgx.Tx) and join its
 // transaction; none of them opens one of its own except RetryConflicts.

@@ -425,3 +425,17 @@ func ReadOccurrence(ctx context.Context, q Querier, folderID int64, uidValidity,
 	}
 	return s, true, nil
 }
+
+// RawMIME returns the stored raw MIME of a stored email, and nil when only
+// its metadata was stored.
+func RawMIME(ctx context.Context, q Querier, id uuid.UUID) ([]byte, error) {
+	var raw []byte
+	err := q.QueryRow(ctx, `SELECT raw_mime FROM email_message_contents WHERE stored_email_id = $1`, id).Scan(&raw)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("mailstore: read the raw MIME of a stored email: %w", err)
+	}
+	return raw, nil
+}

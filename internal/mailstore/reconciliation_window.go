@@ -1,5 +1,5 @@
-// Package reconciliation is the database side of the backward pass: it
-// chooses the bounded window of stored mail a pass asks the server about,
+// The reconciliation queue: the database side of the backward pass. It
+// chooses the bounded window of stored mail a pass asks the server about
 // and applies the server's answer — refreshed flags, confirmed existence,
 // and disappearances, which the account's disposition turns into
 // tombstones or erased local copies.
@@ -8,7 +8,8 @@
 // reconciliation queue (oldest flag observation first), and writing an
 // observation moves a row to the back, so the pass advances by doing its
 // work and an interrupted pass resumes rather than restarts or skips.
-package reconciliation
+
+package mailstore
 
 import (
 	"context"
@@ -17,26 +18,17 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Querier is what the package runs on: a pool, a connection or a
-// transaction.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// Entry is one stored occurrence in a window.
-type Entry struct {
+// WindowEntry is one stored occurrence in a window.
+type WindowEntry struct {
 	ID  uuid.UUID
 	UID uint32
 }
 
-// Window is the occurrences one pass asks about.
-type Window struct {
-	Entries []Entry
+// ReconcileWindow is the occurrences one pass asks about.
+type ReconcileWindow struct {
+	Entries []WindowEntry
 	// Observed and NeverObserved count the two groups.
 	Observed, NeverObserved int
 	// Exhausted reports that the window holds the folder's whole queue:
@@ -49,7 +41,7 @@ type Window struct {
 }
 
 // UIDs returns the window's UIDs, ascending.
-func (w Window) UIDs() []uint32 {
+func (w ReconcileWindow) UIDs() []uint32 {
 	uids := make([]uint32, len(w.Entries))
 	for i, e := range w.Entries {
 		uids[i] = e.UID
@@ -57,7 +49,7 @@ func (w Window) UIDs() []uint32 {
 	return uids
 }
 
-// SelectWindow reads at most size occurrences of folderID under
+// SelectReconcileWindow reads at most size occurrences of folderID under
 // uidValidity — the UIDVALIDITY the open session reports, so mail of an
 // abandoned UID space falls outside every window and can never be reported
 // missing — excluding tombstoned ones. Half the window is reserved for mail
@@ -65,26 +57,26 @@ func (w Window) UIDs() []uint32 {
 // reserve as there is such mail; the rest goes to never-observed mail in
 // UID order. Each group is one query served by an index scan with no sort
 // step (ix_stored_emails_reconciliation_queue, ix_stored_emails_never_observed).
-func SelectWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (Window, error) {
+func SelectReconcileWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (ReconcileWindow, error) {
 	if size < 1 {
-		return Window{}, fmt.Errorf("reconciliation: window size %d", size)
+		return ReconcileWindow{}, fmt.Errorf("mailstore: window size %d", size)
 	}
-	w := Window{TakenAt: time.Now()}
+	w := ReconcileWindow{TakenAt: time.Now()}
 	reserve := size / 2
 	observed, err := selectObserved(ctx, q, folderID, uidValidity, reserve)
 	if err != nil {
-		return Window{}, err
+		return ReconcileWindow{}, err
 	}
 	never, err := selectNever(ctx, q, folderID, uidValidity, size-len(observed))
 	if err != nil {
-		return Window{}, err
+		return ReconcileWindow{}, err
 	}
 	observedShort := len(observed) < reserve
 	if !observedShort && len(never) < size-len(observed) {
 		// Fewer never-observed than their share: the window's rest goes
 		// back to the observed group.
 		if observed, err = selectObserved(ctx, q, folderID, uidValidity, size-len(never)); err != nil {
-			return Window{}, err
+			return ReconcileWindow{}, err
 		}
 		observedShort = len(observed) < size-len(never)
 	}
@@ -94,11 +86,11 @@ func SelectWindow(ctx context.Context, q Querier, folderID int64, uidValidity ui
 	return w, nil
 }
 
-func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]Entry, error) {
+func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	return collect(q.Query(ctx, `
+	return collectWindow(q.Query(ctx, `
 		SELECT id, uid FROM stored_emails
 		WHERE mail_folder_id = $1 AND uid_validity = $2
 		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NOT NULL
@@ -106,11 +98,11 @@ func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity 
 		LIMIT $3`, folderID, int64(uidValidity), limit))
 }
 
-func selectNever(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]Entry, error) {
+func selectNever(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	return collect(q.Query(ctx, `
+	return collectWindow(q.Query(ctx, `
 		SELECT id, uid FROM stored_emails
 		WHERE mail_folder_id = $1 AND uid_validity = $2
 		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
@@ -118,19 +110,19 @@ func selectNever(ctx context.Context, q Querier, folderID int64, uidValidity uin
 		LIMIT $3`, folderID, int64(uidValidity), limit))
 }
 
-func collect(rows pgx.Rows, err error) ([]Entry, error) {
+func collectWindow(rows pgx.Rows, err error) ([]WindowEntry, error) {
 	if err != nil {
-		return nil, fmt.Errorf("reconciliation: select window: %w", err)
+		return nil, fmt.Errorf("mailstore: select window: %w", err)
 	}
-	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
-		var e Entry
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WindowEntry, error) {
+		var e WindowEntry
 		var uid int64
 		err := r.Scan(&e.ID, &uid)
 		e.UID = uint32(uid)
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reconciliation: select window: %w", err)
+		return nil, fmt.Errorf("mailstore: select window: %w", err)
 	}
 	return entries, nil
 }

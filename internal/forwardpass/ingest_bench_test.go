@@ -1,4 +1,4 @@
-package synchronizer
+package forwardpass
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // the first sync's cost the database carries, without the e2e benchmark's
 // other processes. It runs on demand only:
 //
-//	go test -run '^$' -bench Ingest -benchtime 1x ./internal/synchronizer
+//	go test -run '^$' -bench Ingest -benchtime 1x ./internal/forwardpass
 //
 // MAILFATHOM_INGEST_MESSAGES sets the corpus size (default 5000: the e2e
 // benchmark's corpus, same generator, seed and size mix).
@@ -170,7 +170,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.StartTimer()
 		sess := &ingestSession{c: corpus}
 		for {
-			rep, err := ForwardPass(ctx, conn, sess, binding, Limits{
+			rep, err := Run(ctx, conn, sess, binding, Limits{
 				SecondWriter: second, BatchSize: 100, BatchesPerRun: 10, MaxRawMimeBytes: 25 << 20,
 				Extraction: mimex.Limits{MaxPartCount: 1000, MaxNestingDepth: 30, MaxExtractedTextCharacters: 100000},
 			}, logger)

@@ -1,4 +1,4 @@
-package synchronizer
+package forwardpass
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func TestForwardPassIgnoresASecondAnswerForOneUID(t *testing.T) {
 	require.NoError(t, err)
 	defer second.Release()
 
-	rep, err := ForwardPass(ctx, conn, &answerTwiceSession{n: 5, twice: 2}, binding, Limits{
+	rep, err := Run(ctx, conn, &answerTwiceSession{n: 5, twice: 2}, binding, Limits{
 		SecondWriter: second, BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -1,4 +1,4 @@
-package reconciliation
+package mailstore
 
 import (
 	"context"
@@ -22,8 +22,8 @@ const (
 	EraseLocalCopy Disposition = "EraseLocalCopy"
 )
 
-// Answer is what the server said about a window's UIDs.
-type Answer struct {
+// ReconcileAnswer is what the server said about a window's UIDs.
+type ReconcileAnswer struct {
 	// Present are the UIDs that still exist.
 	Present map[uint32]bool
 	// Flags are the UIDs the server described, with their flags. A UID
@@ -31,8 +31,8 @@ type Answer struct {
 	Flags map[uint32][]string
 }
 
-// Result counts what Apply did.
-type Result struct {
+// ReconcileResult counts what ApplyReconciliation did.
+type ReconcileResult struct {
 	Refreshed  int `json:"refreshed"`
 	Confirmed  int `json:"confirmed"`
 	Tombstoned int `json:"tombstoned"`
@@ -43,45 +43,45 @@ type Result struct {
 }
 
 // Gone is the number of disappearances this pass acted on.
-func (r Result) Gone() int { return r.Tombstoned + r.Erased }
+func (r ReconcileResult) Gone() int { return r.Tombstoned + r.Erased }
 
-type item struct {
+type reconcileItem struct {
 	ID    uuid.UUID `json:"id"`
 	Kind  string    `json:"kind"`
 	Flags []string  `json:"flags"`
 }
 
-// Apply writes the answer for window w in one statement. Every write is
+// ApplyReconciliation writes the answer for window w in one statement. Every write is
 // idempotent and none moves state backwards: a tombstone keeps the time it
 // was first observed, a row already erased is not an error, and a row whose
 // stored observation is newer than the window is left alone entirely, so
 // replaying a window after a commit conflict is safe.
-func Apply(ctx context.Context, q Querier, w Window, a Answer, d Disposition) (Result, error) {
+func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a ReconcileAnswer, d Disposition) (ReconcileResult, error) {
 	if d != RetainTombstone && d != EraseLocalCopy {
-		return Result{}, fmt.Errorf("reconciliation: unknown disposition %q", d)
+		return ReconcileResult{}, fmt.Errorf("mailstore: unknown disposition %q", d)
 	}
-	items := make([]item, 0, len(w.Entries))
+	items := make([]reconcileItem, 0, len(w.Entries))
 	for _, e := range w.Entries {
 		switch flags, described := a.Flags[e.UID]; {
 		case described:
 			if flags == nil {
 				flags = []string{}
 			}
-			items = append(items, item{ID: e.ID, Kind: "flags", Flags: flags})
+			items = append(items, reconcileItem{ID: e.ID, Kind: "flags", Flags: flags})
 		case a.Present[e.UID]:
-			items = append(items, item{ID: e.ID, Kind: "present"})
+			items = append(items, reconcileItem{ID: e.ID, Kind: "present"})
 		default:
-			items = append(items, item{ID: e.ID, Kind: "gone"})
+			items = append(items, reconcileItem{ID: e.ID, Kind: "gone"})
 		}
 	}
 	if len(items) == 0 {
-		return Result{}, nil
+		return ReconcileResult{}, nil
 	}
 	input, err := json.Marshal(items)
 	if err != nil {
-		return Result{}, fmt.Errorf("reconciliation: encode answer: %w", err)
+		return ReconcileResult{}, fmt.Errorf("mailstore: encode answer: %w", err)
 	}
-	var r Result
+	var r ReconcileResult
 	err = q.QueryRow(ctx, `
 		WITH input AS (
 			SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, kind text, flags text[])
@@ -117,7 +117,7 @@ func Apply(ctx context.Context, q Querier, w Window, a Answer, d Disposition) (R
 		       (SELECT count(*) FROM input) - (SELECT count(*) FROM current)`,
 		input, time.Now(), w.TakenAt, string(d)).Scan(&r.Refreshed, &r.Confirmed, &r.Tombstoned, &r.Erased, &r.Superseded)
 	if err != nil {
-		return Result{}, fmt.Errorf("reconciliation: apply the answer: %w", err)
+		return ReconcileResult{}, fmt.Errorf("mailstore: apply the answer: %w", err)
 	}
 	return r, nil
 }
@@ -133,7 +133,7 @@ func RecordModSeq(ctx context.Context, q Querier, folderID int64, uidValidity ui
 	_, err := q.Exec(ctx, `UPDATE synchronization_checkpoints SET highest_modseq = $3
 		WHERE mail_folder_id = $1 AND uid_validity = $2`, folderID, int64(uidValidity), int64(modSeq))
 	if err != nil {
-		return fmt.Errorf("reconciliation: record the modification sequence: %w", err)
+		return fmt.Errorf("mailstore: record the modification sequence: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-// Package synchronizer runs the forward pass over one alias binding: it
+// Package forwardpass runs the forward pass over one alias binding: it
 // walks new mail above the folder's checkpoint in bounded batches, stores
 // each occurrence's metadata and raw MIME idempotently, and advances the
 // checkpoint only to a UID the server's state proves safe.
@@ -15,7 +15,10 @@
 // not pay one fsync per message. A crash between commits loses only
 // uncommitted writes, which the next pass fetches again; every write is an
 // upsert on the occurrence identity, so nothing is doubled.
-package synchronizer
+//
+// It is the mirror of package backwardpass, which asks the server about
+// mail already stored.
+package forwardpass
 
 import (
 	"cmp"
@@ -108,16 +111,16 @@ type Report struct {
 	More bool `json:"more"`
 }
 
-// ForwardPass runs one pass over binding. It returns the report of what it
+// Run runs one pass over binding. It returns the report of what it
 // committed even when it fails part-way.
-func ForwardPass(ctx context.Context, db DB, sess Session, binding mailstore.Binding, lim Limits, logger *slog.Logger) (rep Report, err error) {
+func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, lim Limits, logger *slog.Logger) (rep Report, err error) {
 	start := time.Now()
 	defer func() { rep.Duration = time.Since(start) }()
 	lim.GroupMessages = cmp.Or(lim.GroupMessages, 64)
 	lim.GroupBytes = cmp.Or(lim.GroupBytes, 16<<20)
 	lim.FetchChunkBytes = cmp.Or(lim.FetchChunkBytes, 32<<20)
 	if lim.BatchSize < 1 || lim.BatchesPerRun < 1 || lim.MaxRawMimeBytes < 1 {
-		return rep, errors.New("synchronizer: limits must be positive")
+		return rep, errors.New("forwardpass: limits must be positive")
 	}
 
 	cp, hasCP, err := mailstore.ReadCheckpoint(ctx, db, binding.ID)

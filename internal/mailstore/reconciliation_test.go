@@ -1,4 +1,4 @@
-package reconciliation_test
+package mailstore_test
 
 import (
 	"context"
@@ -12,12 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
-	"github.com/mailfathom/mailfathom/internal/reconciliation"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
-	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestReconciliation(t *testing.T) {
 	t.Parallel()
@@ -53,8 +49,8 @@ func TestReconciliation(t *testing.T) {
 
 	// answer builds a server answer: every UID present unless gone, flags
 	// described for the listed ones.
-	answer := func(w reconciliation.Window, gone []uint32, flags map[uint32][]string) reconciliation.Answer {
-		a := reconciliation.Answer{Present: map[uint32]bool{}, Flags: flags}
+	answer := func(w mailstore.ReconcileWindow, gone []uint32, flags map[uint32][]string) mailstore.ReconcileAnswer {
+		a := mailstore.ReconcileAnswer{Present: map[uint32]bool{}, Flags: flags}
 		isGone := map[uint32]bool{}
 		for _, u := range gone {
 			isGone[u] = true
@@ -73,22 +69,22 @@ func TestReconciliation(t *testing.T) {
 
 		// A first pass: nothing observed yet, the whole window goes to
 		// never-observed mail in UID order.
-		w, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 10)
+		w, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 7, 10)
 		require.NoError(t, err)
 		require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, w.UIDs())
 		require.False(t, w.Exhausted)
-		_, err = reconciliation.Apply(ctx, b.pool, w, answer(w, nil, nil), reconciliation.RetainTombstone)
+		_, err = mailstore.ApplyReconciliation(ctx, b.pool, w, answer(w, nil, nil), mailstore.RetainTombstone)
 		require.NoError(t, err)
 
 		// Now 10 observed, 20 never observed: half and half.
-		w, err = reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 10)
+		w, err = mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 7, 10)
 		require.NoError(t, err)
 		require.Equal(t, 5, w.Observed)
 		require.Equal(t, 5, w.NeverObserved)
 		require.Equal(t, []uint32{1, 2, 3, 4, 5, 11, 12, 13, 14, 15}, w.UIDs())
 
 		// A different UIDVALIDITY selects nothing: it can never delete.
-		other, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 8, 10)
+		other, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 8, 10)
 		require.NoError(t, err)
 		require.Empty(t, other.Entries)
 	})
@@ -96,14 +92,14 @@ func TestReconciliation(t *testing.T) {
 	t.Run("ApplyRefreshesConfirmsAndTombstones", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t, 6)
-		w, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 500)
+		w, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 7, 500)
 		require.NoError(t, err)
 		require.True(t, w.Exhausted)
 
-		r, err := reconciliation.Apply(ctx, b.pool, w, answer(w, []uint32{2, 5}, map[uint32][]string{1: {`\Seen`, `\Flagged`}, 3: {}}),
-			reconciliation.RetainTombstone)
+		r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, answer(w, []uint32{2, 5}, map[uint32][]string{1: {`\Seen`, `\Flagged`}, 3: {}}),
+			mailstore.RetainTombstone)
 		require.NoError(t, err)
-		require.Equal(t, reconciliation.Result{Refreshed: 2, Confirmed: 2, Tombstoned: 2}, r)
+		require.Equal(t, mailstore.ReconcileResult{Refreshed: 2, Confirmed: 2, Tombstoned: 2}, r)
 
 		var flags []string
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_flags FROM stored_emails WHERE id = $1`, b.ids[1]).Scan(&flags))
@@ -113,9 +109,9 @@ func TestReconciliation(t *testing.T) {
 
 		// Replaying the same window changes nothing: every row was observed
 		// after the window was taken.
-		again, err := reconciliation.Apply(ctx, b.pool, w, answer(w, []uint32{1, 2, 3, 4, 5, 6}, nil), reconciliation.EraseLocalCopy)
+		again, err := mailstore.ApplyReconciliation(ctx, b.pool, w, answer(w, []uint32{1, 2, 3, 4, 5, 6}, nil), mailstore.EraseLocalCopy)
 		require.NoError(t, err)
-		require.Equal(t, reconciliation.Result{Superseded: 6}, again)
+		require.Equal(t, mailstore.ReconcileResult{Superseded: 6}, again)
 		var rows int
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails`).Scan(&rows))
 		require.Equal(t, 6, rows)
@@ -124,7 +120,7 @@ func TestReconciliation(t *testing.T) {
 		require.Equal(t, tombstone, still, "a tombstone keeps the time it was first observed")
 
 		// Tombstoned mail is outside every later window.
-		w, err = reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 500)
+		w, err = mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 7, 500)
 		require.NoError(t, err)
 		require.Len(t, w.Entries, 4)
 	})
@@ -132,9 +128,9 @@ func TestReconciliation(t *testing.T) {
 	t.Run("EraseRemovesTheLocalCopyAndWhatHangsOffIt", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t, 3)
-		w, err := reconciliation.SelectWindow(ctx, b.pool, b.binding.ID, 7, 500)
+		w, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 7, 500)
 		require.NoError(t, err)
-		r, err := reconciliation.Apply(ctx, b.pool, w, answer(w, []uint32{2}, nil), reconciliation.EraseLocalCopy)
+		r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, answer(w, []uint32{2}, nil), mailstore.EraseLocalCopy)
 		require.NoError(t, err)
 		require.Equal(t, 1, r.Erased)
 		var emails, contents int

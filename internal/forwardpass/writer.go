@@ -1,4 +1,4 @@
-package synchronizer
+package forwardpass
 
 import (
 	"context"
@@ -122,7 +122,7 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 	if l.tx == nil {
 		tx, err := l.db.Begin(ctx)
 		if err != nil {
-			return fmt.Errorf("synchronizer: begin: %w", err)
+			return fmt.Errorf("forwardpass: begin: %w", err)
 		}
 		l.tx = tx
 	}
@@ -163,7 +163,7 @@ func (w *writer) commit(ctx context.Context) error {
 	var first error
 	for range n {
 		if err := <-errs; err != nil && first == nil {
-			first = fmt.Errorf("synchronizer: commit: %w", err)
+			first = fmt.Errorf("forwardpass: commit: %w", err)
 		}
 	}
 	return first

@@ -1,0 +1,46 @@
+package jobqueue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Scheduling namespaces: the first key of the transaction-scoped advisory
+// lock LockScheduling takes, one per kind of job scheduled that way.
+const (
+	// ScheduleAccountRuns serializes scheduling an account's next run.
+	ScheduleAccountRuns int32 = 0x6d05
+	// ScheduleExtractionBackfill serializes scheduling the backfill.
+	ScheduleExtractionBackfill int32 = 0x6d06
+)
+
+// LockScheduling takes, for the rest of tx, the lock that makes "is one
+// pending?" (Pending) and "insert one" a single step across every process
+// sharing the database, for key within namespace.
+func LockScheduling(ctx context.Context, tx pgx.Tx, namespace int32, key string) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", namespace, key); err != nil {
+		return fmt.Errorf("jobqueue: take the scheduling lock: %w", err)
+	}
+	return nil
+}
+
+// Pending reports whether a job of kind other than exclude (0 for none) is
+// available, pending, retryable, running or scheduled. With accountKey set
+// only a job whose account_id argument normalizes to it counts (trimmed and
+// lower-cased, as config.AccountKey normalizes).
+func Pending(ctx context.Context, tx pgx.Tx, kind, accountKey string, exclude int64) (bool, error) {
+	var pending bool
+	err := tx.QueryRow(ctx, `
+		SELECT EXISTS (
+			SELECT 1 FROM river_job
+			WHERE kind = $1 AND id <> $3
+			  AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+			  AND ($2 = '' OR lower(btrim(args->>'account_id')) = $2))`,
+		kind, accountKey, exclude).Scan(&pending)
+	if err != nil {
+		return false, fmt.Errorf("jobqueue: look for a pending %s job: %w", kind, err)
+	}
+	return pending, nil
+}
