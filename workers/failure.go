@@ -237,8 +237,3 @@ func (*ReconcileWindowWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMi
 func (*ExtractionBackfillWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
 	return classified
 }
-
-// Middleware implements river.Worker: failures are classified.
-func (*OrphanSweepWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return classified
-}

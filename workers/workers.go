@@ -107,7 +107,6 @@ func Register(ws *river.Workers, deps Dependencies) error {
 	river.AddWorker(ws, &AccountRunWorker{deps: deps})
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
 	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
-	river.AddWorker(ws, &OrphanSweepWorker{deps: deps})
 	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
 	return nil
 }

@@ -40,9 +40,6 @@ type Config struct {
 	// JobTimeout bounds one job attempt unless its worker says otherwise.
 	// Default: River's one minute.
 	JobTimeout time.Duration
-	// PeriodicJobs are inserted on their schedules by the elected leader.
-	// Default: none.
-	PeriodicJobs []*river.PeriodicJob
 	// ID names this client in River's leader election and in River UI.
 	// Default: River's generated name.
 	ID string
@@ -84,7 +81,6 @@ func NewClient(cfg Config) (*river.Client[pgx.Tx], error) {
 		JobTimeout:   cfg.JobTimeout,
 		Logger:       logger,
 		Middleware:   middleware,
-		PeriodicJobs: cfg.PeriodicJobs,
 		Queues:       queues,
 		Workers:      cfg.Workers,
 	})

@@ -34,7 +34,11 @@ import (
 const (
 	nsJob     = 0x6d06
 	nsProcess = 0x6d07
+	nsLeader  = 0x6d08
 )
+
+// leaderKey is the one key of the maintenance leadership.
+const leaderKey = int64(nsLeader) << 48
 
 func jobKey(id int64) int64 { return int64(uint64(nsJob)<<48 | uint64(id)&(1<<48-1)) }
 

@@ -2,6 +2,7 @@ package liveness_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -99,4 +100,31 @@ func TestSweep(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []int64{dead}, ids, "only the job whose last process is gone")
 	})
+}
+
+func TestMaintenanceLeadership(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	logger := slog.New(slog.DiscardHandler)
+
+	first, err := liveness.TakeProcessLock(ctx, pool, "host-1", logger)
+	require.NoError(t, err)
+	second, err := liveness.TakeProcessLock(ctx, pool, "host-2", logger)
+	require.NoError(t, err)
+	t.Cleanup(second.Close)
+	require.True(t, first.Leading(), "the first process to take its lock leads")
+	require.False(t, second.Leading(), "one leader at a time")
+
+	second.Keep(20 * time.Millisecond)
+	first.Close()
+	require.False(t, first.Leading())
+	require.Eventually(t, second.Leading, 10*time.Second, 10*time.Millisecond,
+		"the next process takes the leadership at its next check once the leader's session ends")
+
+	third, err := liveness.TakeProcessLock(ctx, pool, "host-3", logger)
+	require.NoError(t, err)
+	t.Cleanup(third.Close)
+	require.False(t, third.Leading())
 }

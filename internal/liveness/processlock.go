@@ -16,6 +16,13 @@ import (
 // lock, and a process that did not take its lock again would look dead to
 // every later sweep while it keeps working.
 //
+// The same connection carries the maintenance leadership (Leading): the
+// first process to take it keeps it for as long as its connection lives,
+// and every other process tries again at each check, so exactly one
+// process at a time runs the housekeeping every process could run — and a
+// dead leader's successor is in place within one check of the database
+// dropping its session.
+//
 // It does not protect the jobs that were running when the connection was
 // lost: their own locks went with their connections, so a sweep may return
 // them to River, which is right — each of them fails at its next database
@@ -25,10 +32,11 @@ type ProcessLock struct {
 	clientID string
 	logger   *slog.Logger
 
-	mu   sync.Mutex
-	conn *pgxpool.Conn
-	stop context.CancelFunc
-	done chan struct{}
+	mu      sync.Mutex
+	conn    *pgxpool.Conn
+	leading bool
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // TakeProcessLock acquires a connection from pool and takes the liveness
@@ -52,8 +60,35 @@ func (l *ProcessLock) take(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.conn = conn
+	l.leading = false
 	l.mu.Unlock()
+	l.lead(ctx)
 	return nil
+}
+
+// lead tries to take the maintenance leadership on the lock's connection.
+func (l *ProcessLock) lead(ctx context.Context) {
+	l.mu.Lock()
+	conn, leading := l.conn, l.leading
+	l.mu.Unlock()
+	if conn == nil || leading {
+		return
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", leaderKey).Scan(&got); err != nil || !got {
+		return
+	}
+	l.mu.Lock()
+	l.leading = l.conn == conn
+	l.mu.Unlock()
+	l.logger.InfoContext(ctx, "this process leads the maintenance: it sweeps work whose process stopped")
+}
+
+// Leading reports whether this process holds the maintenance leadership.
+func (l *ProcessLock) Leading() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading
 }
 
 // Keep checks the lock's connection every interval and, when it is gone,
@@ -85,12 +120,17 @@ func (l *ProcessLock) check(ctx context.Context, interval time.Duration) {
 		pingCtx, cancel := context.WithTimeout(ctx, interval)
 		err := conn.Ping(pingCtx)
 		cancel()
-		if err == nil || ctx.Err() != nil {
+		if err == nil {
+			l.lead(ctx)
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		l.logger.WarnContext(ctx, "the process liveness lock's database connection was lost; taking the lock again")
 		l.mu.Lock()
 		l.conn = nil
+		l.leading = false
 		l.mu.Unlock()
 		conn.Release() // a closed connection is destroyed, not returned
 	}
@@ -114,8 +154,12 @@ func (l *ProcessLock) Close() {
 	l.mu.Lock()
 	conn := l.conn
 	l.conn = nil
+	l.leading = false
 	l.mu.Unlock()
 	if conn != nil {
+		// Destroyed rather than returned: a pooled connection would keep
+		// the process and leadership locks for whoever took it next.
+		_ = conn.Conn().Close(context.Background())
 		conn.Release()
 	}
 }

@@ -130,7 +130,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 		QueueWorkers: opts.QueueWorkers,
 		Logger:       logger,
 		Metrics:      jobMetrics,
-		PeriodicJobs: workers.PeriodicJobs(),
 		ID:           clientID,
 	})
 	if err != nil {
@@ -162,6 +161,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 			}
 		}
 	}()
+	go workers.Maintain(sweepCtx, deps, lock.Leading, logger)
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
 		return fmt.Errorf("schedule account runs: %w", err)
