@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/folders"
@@ -58,7 +60,7 @@ type audit struct {
 // Work implements river.Worker.
 func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.AccountRun]) error {
 	cfg := w.deps.Config
-	logger := jobqueue.Logger(ctx, w.deps.Logger).With(slog.String("account", job.Args.AccountID))
+	logger := jobqueue.Annotate(ctx, w.deps.Logger, slog.String("account", job.Args.AccountID))
 	account, ok := cfg.Account(job.Args.AccountID)
 	if !ok {
 		logger.InfoContext(ctx, "account is no longer configured; its runs stop")
@@ -71,7 +73,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 
 	conn, release, err := w.deps.acquireWorkConn(ctx, job.ID)
 	if err != nil {
-		return w.fail(ctx, job, logger, fmt.Errorf("account run: %w", err))
+		return fmt.Errorf("account run: %w", err)
 	}
 	defer release()
 	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), bounds(cfg))
@@ -79,7 +81,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return river.JobSnooze(deferral())
 	}
 	if err != nil {
-		return w.fail(ctx, job, logger, err)
+		return err
 	}
 	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
 
@@ -89,7 +91,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	// folder passes, which need them.
 	_ = held.Release(ctx)
 	if err != nil {
-		return w.fail(ctx, job, logger, err)
+		return err
 	}
 
 	client := river.ClientFromContext[pgx.Tx](ctx)
@@ -133,11 +135,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, mailstore.ErrConcurrencyConflict) {
-			logger.InfoContext(ctx, "account run deferred: another run committed the same bindings first")
-			return river.JobSnooze(deferral())
-		}
-		return w.fail(ctx, job, logger, err)
+		return err
 	}
 
 	for _, a := range audits {
@@ -182,41 +180,32 @@ func (w *AccountRunWorker) discover(ctx context.Context, account config.Account)
 	return folders.Resolve(mappings, catalog), nil
 }
 
-// fail decides what a failed run becomes (ClassifyFailure). A failure worth
-// attempting again later goes back to River, which retries it on the run
-// backoff. Anything else is permanent for this run: the account's next run
-// is scheduled on the backoff, so the account keeps being tried for as
+// scheduleAfterFailure is what follows an account run that failed
+// permanently (the failure middleware's reaction): the account's next run
+// is scheduled on the run backoff, so the account keeps being tried for as
 // long as it is configured — once per run, so a rejected password is tried
-// once per run and never in a loop —, and this job is cancelled with the
-// failure's identity visible in River UI.
-func (w *AccountRunWorker) fail(ctx context.Context, job *river.Job[jobs.AccountRun], logger *slog.Logger, err error) error {
-	if ctx.Err() != nil {
-		return err
+// once per run and never in a loop.
+func scheduleAfterFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, error) error {
+	return func(ctx context.Context, row *rivertype.JobRow, _ error) error {
+		var args jobs.AccountRun
+		if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+			return fmt.Errorf("account run: decode its arguments: %w", err)
+		}
+		cfg := deps.Config
+		failures := args.FailuresBefore + row.Attempt
+		wait := RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
+		client := river.ClientFromContext[pgx.Tx](ctx)
+		err := pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
+			_, err := ScheduleAccountRun(ctx, tx, client, args.AccountID, deps.Now().Add(wait), failures, row.ID)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		jobqueue.Logger(ctx, deps.Logger).WarnContext(ctx, "the account's next run follows the backoff",
+			slog.Int("consecutive_failures", failures), slog.Duration("next_run_in", wait))
+		return nil
 	}
-	failures := job.Args.FailuresBefore + job.Attempt
-	switch ClassifyFailure(err) {
-	case Retry:
-		logger.WarnContext(ctx, "account run failed; retrying on the run backoff",
-			slog.Int("consecutive_failures", failures), slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
-		return err
-	case Defer:
-		logger.InfoContext(ctx, "account run deferred", slog.String("failure", FailureIdentity(err)))
-		return river.JobSnooze(deferral())
-	}
-	cfg := w.deps.Config
-	wait := RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
-	client := river.ClientFromContext[pgx.Tx](ctx)
-	if serr := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-		_, err := ScheduleAccountRun(ctx, tx, client, job.Args.AccountID, w.deps.Now().Add(wait), failures, job.ID)
-		return err
-	}); serr != nil {
-		// The next run could not be scheduled: let River retry this one.
-		return errors.Join(err, serr)
-	}
-	logger.WarnContext(ctx, "account run failed permanently; the next run follows the backoff",
-		slog.Int("consecutive_failures", failures), slog.Duration("next_run_in", wait),
-		slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
-	return cancelJob(err)
 }
 
 // logMappingChange writes the mapping audit record: the one log line that

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/slots"
@@ -67,31 +66,4 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 		return nil, err
 	}
 	return &bindingUnit{account: account, conn: conn, binding: binding, release: release}, nil
-}
-
-// failUnit maps a folder-level unit's failure onto River (ClassifyFailure):
-// a persistence conflict defers the folder, a dependency that declined the
-// work (or a folder recreated under the unit, which the next attempt starts
-// over) is retried on the run backoff, and anything else is permanent for
-// this unit — the account's next run schedules a new one.
-func failUnit(ctx context.Context, logger *slog.Logger, err error) error {
-	if ctx.Err() != nil {
-		return err
-	}
-	switch ClassifyFailure(err) {
-	case Defer:
-		logger.InfoContext(ctx, "deferred: another run moved the folder's checkpoint first")
-		return river.JobSnooze(deferral())
-	case Retry:
-		if errors.Is(err, imapx.ErrMailboxFolderRecreated) {
-			logger.WarnContext(ctx, "the folder was recreated on the server; the next attempt starts it over")
-		} else {
-			logger.WarnContext(ctx, "deferred: retrying on the run backoff", slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
-		}
-		return err
-	}
-	// imapx.ErrIncompleteAnswer among them: an answer naming a UID
-	// without its flags is never read as the silence of a deletion.
-	logger.WarnContext(ctx, "failed permanently", slog.String("failure", FailureIdentity(err)), slog.String("error", err.Error()))
-	return cancelJob(err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/database"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/resilience"
@@ -187,16 +189,28 @@ func cancelJob(err error) error {
 }
 
 // failureMiddleware applies ClassifyFailure to whatever a worker returns,
-// so no failure reaches River unclassified: River's own verdicts (a cancel,
-// a snooze) and a failure after the job's context ended pass through as
-// they are, everything else becomes a retry, a snooze or a cancellation.
-// Every MailFathom worker installs it (Middleware).
+// once, so no failure reaches River unclassified and none is classified
+// twice: River's own verdicts (a cancel, a snooze) and a failure after the
+// job's context ended pass through as they are, everything else becomes a
+// retry, a snooze or a cancellation, and is logged once with its identity
+// on the job's logger (which carries what the worker annotated: the
+// account, the folder alias).
+//
+// It is installed once for every worker, through the River client's
+// middleware (Register returns it; jobqueue.Config.Middleware installs it).
 type failureMiddleware struct {
 	river.MiddlewareDefaults
+	logger *slog.Logger
+	// onCancel reacts, per job kind, to a failure that became permanent
+	// for the job, before River records it; a reaction that fails leaves
+	// the job to River's retry.
+	onCancel map[string]func(ctx context.Context, job *rivertype.JobRow, err error) error
 }
 
+var _ rivertype.WorkerMiddleware = (*failureMiddleware)(nil)
+
 // Work implements rivertype.WorkerMiddleware.
-func (*failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	err := doInner(ctx)
 	var (
 		cancel *rivertype.JobCancelError
@@ -206,34 +220,27 @@ func (*failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInn
 	case err == nil, ctx.Err() != nil, errors.As(err, &cancel), errors.As(err, &snooze):
 		return err
 	}
+	logger := jobqueue.Logger(ctx, m.logger)
+	identity := FailureIdentity(err)
 	switch ClassifyFailure(err) {
 	case Retry:
+		if errors.Is(err, imapx.ErrMailboxFolderRecreated) {
+			logger.WarnContext(ctx, "the folder was recreated on the server; the next attempt starts it over")
+		} else {
+			logger.WarnContext(ctx, "failed; retrying on the run backoff", slog.String("failure", identity), slog.String("error", err.Error()))
+		}
 		return err
 	case Defer:
+		logger.InfoContext(ctx, "deferred: another run got there first or a concurrency bound is reached", slog.String("failure", identity))
 		return river.JobSnooze(deferral())
 	}
+	if react := m.onCancel[job.Kind]; react != nil {
+		if rerr := react(ctx, job, err); rerr != nil {
+			logger.WarnContext(ctx, "failed permanently, and what follows could not be scheduled; River retries the job",
+				slog.String("failure", identity), slog.String("error", err.Error()))
+			return errors.Join(err, rerr)
+		}
+	}
+	logger.WarnContext(ctx, "failed permanently", slog.String("failure", identity), slog.String("error", err.Error()))
 	return cancelJob(err)
-}
-
-// classified is the middleware list every worker returns from Middleware.
-var classified = []rivertype.WorkerMiddleware{&failureMiddleware{}}
-
-// Middleware implements river.Worker: failures are classified.
-func (*AccountRunWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return classified
-}
-
-// Middleware implements river.Worker: failures are classified.
-func (*FolderPassWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return classified
-}
-
-// Middleware implements river.Worker: failures are classified.
-func (*ReconcileWindowWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return classified
-}
-
-// Middleware implements river.Worker: failures are classified.
-func (*ExtractionBackfillWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return classified
 }

@@ -40,7 +40,7 @@ func (w *FolderPassWorker) NextRetry(job *river.Job[jobs.FolderPass]) time.Time 
 // Work implements river.Worker.
 func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderPass]) error {
 	cfg := w.deps.Config
-	logger := jobqueue.Logger(ctx, w.deps.Logger).With(slog.String("account", job.Args.AccountID), slog.String("alias", job.Args.Alias))
+	logger := jobqueue.Annotate(ctx, w.deps.Logger, slog.String("account", job.Args.AccountID), slog.String("alias", job.Args.Alias))
 	unit, err := w.deps.openBindingUnit(ctx, job.ID, job.Args.AccountID, job.Args.Alias, logger)
 	if unit == nil {
 		return err
@@ -50,13 +50,13 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 
 	sess, err := w.deps.openMailbox(ctx, account, binding.Alias)
 	if err != nil {
-		return failUnit(ctx, logger, err)
+		return err
 	}
 	// A second connection lets PostgreSQL store two messages at once; it
 	// holds no lock, so it is an ordinary pooled connection.
 	second, err := w.deps.Pool.Acquire(ctx)
 	if err != nil {
-		return failUnit(ctx, logger, err)
+		return err
 	}
 	defer second.Release()
 	rep, err := forwardpass.Run(ctx, conn, sess, binding, forwardpass.Limits{
@@ -78,7 +78,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	_ = river.RecordOutput(ctx, rep)
 	logReport(ctx, logger, rep, err)
 	if err != nil {
-		return failUnit(ctx, logger, err)
+		return err
 	}
 	_ = closeErr // everything the pass read is committed; a failed logout changes nothing
 	if rep.More {

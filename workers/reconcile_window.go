@@ -33,7 +33,7 @@ func (w *ReconcileWindowWorker) NextRetry(job *river.Job[jobs.ReconcileWindow]) 
 
 // Work implements river.Worker.
 func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.ReconcileWindow]) error {
-	logger := jobqueue.Logger(ctx, w.deps.Logger).With(slog.String("account", job.Args.AccountID), slog.String("alias", job.Args.Alias))
+	logger := jobqueue.Annotate(ctx, w.deps.Logger, slog.String("account", job.Args.AccountID), slog.String("alias", job.Args.Alias))
 	unit, err := w.deps.openBindingUnit(ctx, job.ID, job.Args.AccountID, job.Args.Alias, logger)
 	if unit == nil {
 		return err
@@ -42,7 +42,7 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 
 	sess, err := w.deps.openMailbox(ctx, unit.account, unit.binding.Alias)
 	if err != nil {
-		return failUnit(ctx, logger, err)
+		return err
 	}
 	defer func() { _ = sess.Close() }()
 	rep, err := backwardpass.Run(ctx, unit.conn, sess, unit.binding, backwardpass.Options{
@@ -50,7 +50,7 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 		Disposition: mailstore.Disposition(unit.account.RemotelyDeletedEmailDisposition),
 	}, logger)
 	if err != nil {
-		return failUnit(ctx, logger, err)
+		return err
 	}
 	_ = river.RecordOutput(ctx, rep)
 	attrs := []any{slog.Int("window", rep.Window), slog.Int("refreshed", rep.Refreshed), slog.Int("confirmed", rep.Confirmed),

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
@@ -103,10 +104,12 @@ func (b *syncBundle) start(t *testing.T) {
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
-	require.NoError(t, workers.Register(ws, deps))
+	failures, err := workers.Register(ws, deps)
+	require.NoError(t, err)
 	client, err := jobqueue.NewClient(jobqueue.Config{
 		Pool:         b.pool,
 		Workers:      ws,
+		Middleware:   []rivertype.WorkerMiddleware{failures},
 		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1},
 		Logger:       logger,
 	})

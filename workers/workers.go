@@ -1,18 +1,22 @@
-// Package workers holds MailFathom's River workers, each the orchestration
-// of one unit of work (an account run, a folder pass, and — as their issues
-// land — a reconciliation window, a backfill batch, a mutation stage, an
-// embedding offer).
+// Package workers holds MailFathom's River workers, one per unit of work:
+// an account run, a folder pass (package forwardpass), a reconciliation
+// window (package backwardpass) and an extraction backfill batch (package
+// backfill). A worker is thin: it claims what the unit needs (its work
+// connection with its liveness lock, its concurrency slots, the alias's
+// binding, a read-only mailbox session), calls the package that does the
+// work, and returns what failed.
 //
 // Every outbound call a worker makes runs under the outbound resilience
 // pipelines (mailbox calls through package mailsession, the work
 // connection under DatabaseCommandExecution), and River is the layer
-// between attempts: a worker middleware applies ClassifyFailure to whatever
-// a worker returns — a dependency that declined the work or a failure that
+// between attempts. The failure middleware Register returns, installed
+// once for every worker, applies ClassifyFailure to whatever a worker
+// returns — a dependency that declined the work or a failure that
 // declares itself repeatable is retried on the run-backoff schedule
 // (NextRetry), a deferral (a concurrency bound reached, a persistence
 // conflict) is a river.JobSnooze, and anything unrecognized is a
 // river.JobCancel carrying the failure's identity. No worker loops over
-// retries of its own.
+// retries of its own, and none classifies a failure itself.
 package workers
 
 import (
@@ -25,6 +29,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
@@ -33,6 +38,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
+	"github.com/mailfathom/mailfathom/jobs"
 )
 
 // Dependencies are what the workers are built from.
@@ -95,20 +101,28 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	return d, nil
 }
 
-// Register adds every MailFathom worker to ws.
-func Register(ws *river.Workers, deps Dependencies) error {
+// Register adds every MailFathom worker to ws and returns the failure
+// middleware the River client must install for all of them
+// (jobqueue.Config.Middleware): it is where their failures are
+// classified.
+func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware, error) {
 	if ws == nil || deps.Pool == nil || deps.Config == nil {
-		return errors.New("workers: a registry, a pool and a configuration are required")
+		return nil, errors.New("workers: a registry, a pool and a configuration are required")
 	}
 	deps, err := deps.withDefaults()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	river.AddWorker(ws, &AccountRunWorker{deps: deps})
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
 	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
 	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
-	return nil
+	return &failureMiddleware{
+		logger: deps.Logger,
+		onCancel: map[string]func(context.Context, *rivertype.JobRow, error) error{
+			jobs.AccountRun{}.Kind(): scheduleAfterFailure(deps),
+		},
+	}, nil
 }
 
 // deferral is the short, jittered snooze a work unit takes when a

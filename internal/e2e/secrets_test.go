@@ -62,7 +62,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	_, err = b.pool.Exec(context.Background(),
 		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
 	require.NoError(t, err)
-	p.waitLog(t, "account run failed permanently; the next run follows the backoff", time.Minute)
+	p.waitLog(t, "the account's next run follows the backoff", time.Minute)
 
 	addr := p.addr(t)
 	get := func(path string, auth bool) string {

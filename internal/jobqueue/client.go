@@ -37,6 +37,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, records job attempts. Default: none.
 	Metrics *Metrics
+	// Middleware are worker middleware installed inside the logging and
+	// metrics middleware, so what they make of a job's outcome is what is
+	// logged and counted (the workers' failure classification). Default:
+	// none.
+	Middleware []rivertype.WorkerMiddleware
 	// JobTimeout bounds one job attempt unless its worker says otherwise.
 	// Default: River's one minute.
 	JobTimeout time.Duration
@@ -73,6 +78,9 @@ func NewClient(cfg Config) (*river.Client[pgx.Tx], error) {
 	middleware := []rivertype.Middleware{&LoggingMiddleware{Logger: logger}}
 	if cfg.Metrics != nil {
 		middleware = append(middleware, cfg.Metrics)
+	}
+	for _, m := range cfg.Middleware {
+		middleware = append(middleware, m)
 	}
 
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{

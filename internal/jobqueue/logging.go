@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -12,14 +13,40 @@ import (
 
 type loggerKey struct{}
 
+// jobLogger is the logger of one job attempt; Annotate adds to it, so the
+// lines every middleware writes after the worker returns carry what the
+// worker said it works on.
+type jobLogger struct {
+	mu     sync.Mutex
+	logger *slog.Logger
+}
+
 // Logger returns the logger the logging middleware attached to a job's
-// context, already carrying the job's identity, or def when ctx carries
-// none (for example in a unit test calling a worker directly).
+// context, already carrying the job's identity and whatever the worker
+// added with Annotate, or def when ctx carries none (for example in a unit
+// test calling a worker directly).
 func Logger(ctx context.Context, def *slog.Logger) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
+	if l, ok := ctx.Value(loggerKey{}).(*jobLogger); ok {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.logger
 	}
 	return def
+}
+
+// Annotate adds attrs — what the job works on, in deployment vocabulary
+// such as an account id and a folder alias, never mail — to the job's
+// logger for the rest of the attempt, and returns it (def, annotated, when
+// ctx carries none).
+func Annotate(ctx context.Context, def *slog.Logger, attrs ...any) *slog.Logger {
+	l, ok := ctx.Value(loggerKey{}).(*jobLogger)
+	if !ok {
+		return def.With(attrs...)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.logger = l.logger.With(attrs...)
+	return l.logger
 }
 
 // LoggingMiddleware logs the end of every job attempt with its kind, id,
@@ -36,9 +63,10 @@ var _ rivertype.WorkerMiddleware = (*LoggingMiddleware)(nil)
 
 // Work implements rivertype.WorkerMiddleware.
 func (m *LoggingMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
-	logger := m.Logger.With(jobAttrs(job)...)
+	jl := &jobLogger{logger: m.Logger.With(jobAttrs(job)...)}
 	start := time.Now()
-	err := doInner(context.WithValue(ctx, loggerKey{}, logger))
+	err := doInner(context.WithValue(ctx, loggerKey{}, jl))
+	logger := Logger(context.WithValue(ctx, loggerKey{}, jl), nil)
 	attrs := []any{slog.Duration("duration", time.Since(start)), slog.String("outcome", Outcome(err))}
 	if err == nil {
 		logger.InfoContext(ctx, "job finished", attrs...)

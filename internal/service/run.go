@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
@@ -121,7 +122,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("mailbox OAuth: %w", err)
 	}
 	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens}
-	if err := workers.Register(ws, deps); err != nil {
+	failures, err := workers.Register(ws, deps)
+	if err != nil {
 		return err
 	}
 	client, err := jobqueue.NewClient(jobqueue.Config{
@@ -130,6 +132,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		QueueWorkers: opts.QueueWorkers,
 		Logger:       logger,
 		Metrics:      jobMetrics,
+		Middleware:   []rivertype.WorkerMiddleware{failures},
 		ID:           clientID,
 	})
 	if err != nil {
