@@ -112,7 +112,7 @@ func databaseLost(err error) bool {
 }
 
 // FailureIdentity is the stable name a failure is reported under, in the
-// log and in River UI: the seeds' failure names where they give one, the Go
+// log and in River UI: the failure's own identity where it has one, the Go
 // type otherwise. It never carries the failure's text.
 func FailureIdentity(err error) string {
 	var (

@@ -72,6 +72,9 @@ func TestTwoReplicasRespectBounds(t *testing.T) {
 	p1 := b.start(t, "serve-a")
 	p2 := b.start(t, "serve-b")
 	b.waitSynced(t, p1, accounts*2*perFolder, 3*time.Minute)
+	// While both run, exactly one of them leads the maintenance.
+	const leads = "this process leads the maintenance: it sweeps work whose process stopped"
+	require.Equal(t, 1, p1.count(leads)+p2.count(leads), "one maintenance leader")
 	report := obs.stop()
 	p1.stop(t)
 	p2.stop(t)
@@ -95,6 +98,13 @@ func TestTwoReplicasRespectBounds(t *testing.T) {
 		t.Logf("%s finished %d folder passes", p.name, n)
 		require.Positive(t, n, "%s did some of the work", p.name)
 	}
+
+	// River holds only synchronization work: no housekeeping rows.
+	rows, err := b.pool.Query(context.Background(), `SELECT DISTINCT kind FROM river_job ORDER BY kind`)
+	require.NoError(t, err)
+	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Subset(t, []string{"account_run", "extraction_backfill", "folder_pass", "reconcile_window"}, kinds)
 
 	for _, box := range boxes {
 		b.requireStored(t, box.id, "inbox", box.user, box.inbox)

@@ -14,7 +14,7 @@ import (
 // abandoned; its job is rescued by River later.
 const hardStopBound = 5 * time.Second
 
-// Drain stops client the way the seed's shutdown does: it stops fetching new
+// Drain stops client the way MailFathom shuts down: it stops fetching new
 // jobs at once, gives the jobs already running drain to finish, and only
 // then cancels what is still running. A drain of zero cancels at once. Jobs
 // interrupted by the stop are returned to the queue by River without

@@ -1,7 +1,6 @@
 // Package mailsession is the read-only IMAP session the workers use: an
 // imapx.ReadSession whose every call runs under the account's outbound
-// resilience pipelines (see package resilience and the seeds' "Session
-// resilience").
+// resilience pipelines (see package resilience).
 //
 //   - Establishment — connecting, negotiating TLS, authenticating and
 //     opening the folder read-only (EXAMINE) — runs under

@@ -43,7 +43,7 @@ func TestDefaultBudgets(t *testing.T) {
 		require.NoError(t, b.Validate(), class)
 	}
 
-	// The seed's example is the retrieval default.
+	// The retrieval default, as documented.
 	require.Equal(t, resilience.Budget{
 		MaxAttempts: 4, BaseDelay: time.Second, MaxDelay: 15 * time.Second,
 		AttemptTimeout: time.Minute, TotalTimeout: 3 * time.Minute,

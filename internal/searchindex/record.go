@@ -20,8 +20,9 @@ const (
 )
 
 // Bounds of the copies a document keeps beside the body text; they are what
-// make the generated vector's size predictable (see the seed's "The
-// index": about 101 000 of its 1 048 575 bytes).
+// make the generated vector's size predictable: together about 101 000 of
+// a tsvector's 1 048 575 bytes, which leaves room for the body text bound
+// (MaxExtractedTextCharacters at most 200 000).
 const (
 	MaxSubjectCopyChars     = 1000
 	MaxParticipantCopyCount = 200

@@ -1,4 +1,4 @@
-// Package slots enforces the seed's two concurrency bounds —
+// Package slots enforces synchronization's two concurrency bounds —
 // MaxConcurrentAccounts and MaxConcurrentFoldersPerAccount — across every
 // process sharing one PostgreSQL database.
 //

@@ -87,9 +87,9 @@ func Size(rng *rand.Rand) int {
 	}
 }
 
-// ReferenceSize draws a message size shaped like the reference corpus of
-// DESIGN.md's facts (5 000 messages, 351 MB: mean ≈ 70 KB, median ≈ 10.6 KB,
-// p99 ≈ 1.15 MB), the corpus the first-synchronization benchmarks use.
+// ReferenceSize draws a message size shaped like a measured real mailbox
+// (5 000 messages, 351 MB: mean ≈ 70 KB, median ≈ 10.6 KB, p99 ≈ 1.15 MB),
+// the corpus the first-synchronization benchmarks use.
 // Size has a similar shape but a mean of ≈ 64 KB, a median of ≈ 13 KB and a
 // p99 of ≈ 0.93 MB.
 func ReferenceSize(rng *rand.Rand) int {
