@@ -24,6 +24,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
@@ -316,13 +317,22 @@ func TestForwardSynchronization(t *testing.T) {
 		b.waitIdle(t)
 		first := b.stored(t, "ARCHIVE")
 		require.Len(t, first, 5)
+		search := func() []searchindex.Hit {
+			hits, err := searchindex.Search(context.Background(), b.pool, searchindex.Query{
+				Text: "synthetic", Accounts: []string{"primary"}, Configuration: "simple", Limit: 100})
+			require.NoError(t, err)
+			return hits
+		}
+		require.Len(t, search(), 5)
 
+		// The folder is recreated with the same mail, as a server
+		// migration does: each message is then served once, not twice.
 		b.user.RecreateFolder("Archive")
-		seed(t, b.user, "Archive", 3, 5)
+		seed(t, b.user, "Archive", 5, 4)
 		b.runAgain(t)
 
 		rows := b.stored(t, "ARCHIVE")
-		require.Len(t, rows, 8, "the old UID space is kept, the new one stored from UID 1")
+		require.Len(t, rows, 10, "the old UID space is kept, the new one stored from UID 1")
 		newValidity := int64(b.user.UIDValidity("Archive"))
 		var n int
 		for _, r := range rows {
@@ -330,11 +340,23 @@ func TestForwardSynchronization(t *testing.T) {
 				n++
 			}
 		}
-		require.Equal(t, 3, n)
+		require.Equal(t, 5, n)
 		var cpValidity int64
 		require.NoError(t, b.pool.QueryRow(context.Background(),
 			`SELECT uid_validity FROM synchronization_checkpoints`).Scan(&cpValidity))
 		require.Equal(t, newValidity, cpValidity)
+
+		// Only the new copy is served; the old one is kept.
+		hits := search()
+		require.Len(t, hits, 5, "each message once")
+		servedRows, err := b.pool.Query(context.Background(), `SELECT DISTINCT uid_validity FROM served_stored_emails`)
+		require.NoError(t, err)
+		served, err := pgx.CollectRows(servedRows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		require.Equal(t, []int64{newValidity}, served)
+		out := b.lastPassOutput(t, "ARCHIVE")
+		require.Equal(t, map[string]any{"replaced": true, "invalidated": float64(5)}, out["scope"])
+		require.Equal(t, 1, strings.Count(b.logs.String(), "the folder was recreated on the server (its UIDVALIDITY changed)"), "logged once")
 	})
 
 	t.Run("RepointedAliasStartsANewGeneration", func(t *testing.T) {

@@ -107,6 +107,10 @@ type Report struct {
 	// ProgressReset reports that the folder's UIDVALIDITY differed from its
 	// checkpoint, so the pass started the folder over.
 	ProgressReset bool `json:"progress_reset,omitempty"`
+	// Scope reports that this pass walked a new UID space to its end and
+	// made it the one served, and how many occurrences of the old one are
+	// kept but no longer served.
+	Scope mailstore.ScopeChange `json:"scope,omitzero"`
 	// More reports that work remains beyond this pass's batch bound.
 	More bool `json:"more"`
 }
@@ -202,7 +206,23 @@ func (p *pass) run(ctx context.Context) error {
 	// below UIDNEXT (every UID it excluded by date, every expunged one), so
 	// the checkpoint moves to the end rather than rescanning it; the write is
 	// made even when nothing moved, because it is what schedules the window.
-	return p.advance(ctx, p.safeEnd(max(p.after, p.lastStored)), p.lim.AfterFinalCheckpoint)
+	// The UID space is now walked to its end, so it is the one served.
+	err = p.advance(ctx, p.safeEnd(max(p.after, p.lastStored)), func(ctx context.Context, tx pgx.Tx) error {
+		change, err := mailstore.ServeScope(ctx, tx, p.binding.ID, p.state.UIDValidity)
+		if err != nil {
+			return err
+		}
+		p.rep.Scope = change
+		if p.lim.AfterFinalCheckpoint != nil {
+			return p.lim.AfterFinalCheckpoint(ctx, tx)
+		}
+		return nil
+	})
+	if err == nil && p.rep.Scope.Replaced {
+		p.logger.WarnContext(ctx, "the folder was recreated on the server (its UIDVALIDITY changed): its new copy is now served, and the old one is kept but no longer served",
+			slog.Int("no_longer_served", p.rep.Scope.Invalidated))
+	}
+	return err
 }
 
 // safeEnd is where a pass that consumed every search result may put the
@@ -231,6 +251,11 @@ func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Contex
 	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
 		if err := mailstore.AdvanceCheckpoint(ctx, tx, p.expected, next); err != nil {
 			return err
+		}
+		if p.expected == nil {
+			if err := mailstore.ServeFirstScope(ctx, tx, p.binding.ID, next.UIDValidity); err != nil {
+				return err
+			}
 		}
 		if then != nil {
 			return then(ctx, tx)

@@ -1,6 +1,7 @@
 package forwardpass
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
@@ -25,10 +27,12 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type answerTwiceSession struct {
 	n     uint32
 	twice uint32
+	// validity is the folder's UIDVALIDITY; 0 means 7.
+	validity uint32
 }
 
 func (s *answerTwiceSession) Examine(context.Context, string) (imapx.FolderState, error) {
-	return imapx.FolderState{Path: "INBOX", UIDValidity: 7, UIDNext: s.n + 1, Exists: s.n}, nil
+	return imapx.FolderState{Path: "INBOX", UIDValidity: cmp.Or(s.validity, 7), UIDNext: s.n + 1, Exists: s.n}, nil
 }
 
 func (s *answerTwiceSession) SearchUIDs(_ context.Context, after uint32, _ time.Time) ([]uint32, error) {
@@ -98,4 +102,76 @@ func TestForwardPassIgnoresASecondAnswerForOneUID(t *testing.T) {
 	uids, err := mailstore.StoredUIDs(ctx, pool, binding.ID, 7)
 	require.NoError(t, err)
 	require.Equal(t, []uint32{1, 2, 3, 4, 5}, uids)
+}
+
+// A folder recreated on the server is stored again under its new
+// UIDVALIDITY, and the old copy stays what is served until the new one is
+// walked to its end: then the new one is served and the old one kept. The
+// session is scripted because what this decides is the database's; the
+// workers' tests recreate a folder in Dovecot.
+func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	limits := Limits{BatchSize: 2, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
+		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	served := func() map[uint32]int {
+		rows, err := pool.Query(ctx, `SELECT uid_validity FROM served_stored_emails`)
+		require.NoError(t, err)
+		validities, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		out := map[uint32]int{}
+		for _, v := range validities {
+			out[uint32(v)]++
+		}
+		return out
+	}
+	passUntilDone := func(sess Session) []Report {
+		var reps []Report
+		for {
+			rep, err := Run(ctx, conn, sess, binding, limits, logger)
+			require.NoError(t, err)
+			reps = append(reps, rep)
+			if !rep.More {
+				return reps
+			}
+			require.False(t, rep.Scope.Replaced, "a partial pass serves nothing new")
+		}
+	}
+
+	first := passUntilDone(&answerTwiceSession{n: 5})
+	require.Zero(t, first[len(first)-1].Scope)
+	require.Equal(t, map[uint32]int{7: 5}, served())
+
+	recreated := &answerTwiceSession{n: 3, validity: 8}
+	rep, err := Run(ctx, conn, recreated, binding, limits, logger)
+	require.NoError(t, err)
+	require.True(t, rep.ProgressReset)
+	require.True(t, rep.More)
+	require.Equal(t, map[uint32]int{7: 5}, served(), "until the new UID space is complete the old one is served")
+
+	reps := passUntilDone(recreated)
+	last := reps[len(reps)-1]
+	require.Equal(t, mailstore.ScopeChange{Replaced: true, Invalidated: 5}, last.Scope)
+	require.Equal(t, map[uint32]int{8: 3}, served(), "then only the new one")
+	var kept int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE uid_validity = 7`).Scan(&kept))
+	require.Equal(t, 5, kept, "a UIDVALIDITY change never deletes anything")
+
+	// Another pass changes nothing.
+	rep, err = Run(ctx, conn, recreated, binding, limits, logger)
+	require.NoError(t, err)
+	require.Zero(t, rep.Scope)
 }

@@ -41,7 +41,8 @@ type Hit struct {
 }
 
 // Search returns the best matching messages, most relevant first, among
-// mail that is still on the server (tombstoned messages are excluded).
+// the mail served (served_stored_emails: no tombstone, and of the UID
+// space each binding serves).
 func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 	if query.Text == "" {
 		return nil, errors.New("searchindex: empty query")
@@ -62,11 +63,10 @@ func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 		       coalesce(e.subject, ''),
 		       ts_rank(d.search_vector, query.tsq)
 		FROM query, email_search_documents d
-		JOIN stored_emails e ON e.id = d.stored_email_id
+		JOIN served_stored_emails e ON e.id = d.stored_email_id
 		JOIN mail_folders f ON f.id = e.mail_folder_id
 		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
 		WHERE d.search_vector @@ query.tsq
-		  AND e.remote_expunge_observed_at IS NULL
 		  AND a.account_key = ANY($3)
 		  AND ($4 = '' OR a.account_key = $4)
 		  AND ($5 = '' OR f.alias = $5)

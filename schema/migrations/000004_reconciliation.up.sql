@@ -2,10 +2,9 @@
 -- server, oldest flag observation first. The backward pass reads its window
 -- from the front of it with an index scan and no sort; writing an
 -- observation moves a row to the back. uid_validity sits after the folder
--- so rows of an abandoned UID space are never scanned past (the seed's
--- index is (mail_folder_id, remote_flags_observed_at, uid); a UIDVALIDITY
+-- so rows of an abandoned UID space are never scanned past: a UIDVALIDITY
 -- change within one binding would otherwise leave its old rows at the front
--- of every scan).
+-- of every scan.
 CREATE INDEX ix_stored_emails_reconciliation_queue
     ON stored_emails (mail_folder_id, uid_validity, remote_flags_observed_at, uid)
     WHERE remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NOT NULL;
