@@ -76,7 +76,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return fmt.Errorf("account run: %w", err)
 	}
 	defer release()
-	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), bounds(cfg))
+	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), "", bounds(cfg))
 	if errors.Is(err, slots.ErrFull) {
 		return river.JobSnooze(deferral())
 	}

@@ -40,7 +40,7 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 	if err != nil {
 		return nil, err
 	}
-	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), bounds(cfg))
+	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), alias, bounds(cfg))
 	if err != nil {
 		releaseConn()
 		if errors.Is(err, slots.ErrFull) {

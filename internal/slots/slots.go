@@ -15,7 +15,12 @@
 // pg_locks (the backends holding its membership lock hold its slot), under
 // a transaction-level mutex so two claimers never pick the same free slot.
 // Each work unit also takes one of its account's
-// MaxConcurrentFoldersPerAccount folder slots exclusively.
+// MaxConcurrentFoldersPerAccount folder slots exclusively, and a unit that
+// works on one folder alias (a forward pass, a reconciliation window) the
+// alias's own lock exclusively, so a pass and a window of one alias never
+// overlap whatever the folder bound: a message stored and expunged while
+// both ran could otherwise be covered by a modification sequence the
+// window recorded and never be reported gone.
 //
 // Acquire never waits: a full bound is ErrFull, which a worker turns into a
 // short River snooze.
@@ -41,6 +46,7 @@ const (
 	nsSlot   = 0x6d02
 	nsMember = 0x6d03
 	nsFolder = 0x6d04
+	nsAlias  = 0x6d09
 )
 
 func key(ns uint16, hash uint32, n uint16) int64 {
@@ -61,18 +67,27 @@ type Bounds struct {
 	MaxFoldersPerAccount int
 }
 
-// Held is a pair of slots held on one connection.
+// Held is the slots one work unit holds on its connection.
 type Held struct {
-	conn   *pgxpool.Conn
-	keys   []int64 // shared locks
-	folder int64   // exclusive lock
+	conn      *pgxpool.Conn
+	keys      []int64 // shared locks
+	exclusive []int64 // the folder slot, and the alias's lock when taken
+}
+
+func aliasKey(account, alias string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(account))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(alias))
+	return int64(uint64(nsAlias)<<48 | h.Sum64()&(1<<48-1))
 }
 
 // Acquire takes an account slot for account (shared with the account's
-// other running work units) and one of the account's folder slots, on conn,
-// which the caller keeps until Release. It returns ErrFull when either
-// bound is reached.
-func Acquire(ctx context.Context, conn *pgxpool.Conn, account string, b Bounds) (*Held, error) {
+// other running work units), one of the account's folder slots and, when
+// alias is not empty, the alias's own lock, on conn, which the caller keeps
+// until Release. It returns ErrFull when a bound is reached or another
+// unit works on the alias.
+func Acquire(ctx context.Context, conn *pgxpool.Conn, account, alias string, b Bounds) (*Held, error) {
 	if b.MaxAccounts < 1 || b.MaxFoldersPerAccount < 1 || b.MaxAccounts > 1<<16 || b.MaxFoldersPerAccount > 1<<16 {
 		return nil, fmt.Errorf("slots: bounds out of range")
 	}
@@ -102,11 +117,29 @@ func Acquire(ctx context.Context, conn *pgxpool.Conn, account string, b Bounds) 
 	}
 	slotKey := key(nsSlot, 0, uint16(slot))
 
+	var exclusive []int64
+	unlock := func() {
+		for _, k := range exclusive {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", k)
+		}
+	}
+	if alias != "" {
+		k := aliasKey(account, alias)
+		var ok bool
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", k).Scan(&ok); err != nil {
+			return nil, fmt.Errorf("slots: try the alias lock: %w", err)
+		}
+		if !ok {
+			return nil, ErrFull
+		}
+		exclusive = append(exclusive, k)
+	}
 	var folder int64
 	for j := range b.MaxFoldersPerAccount {
 		k := key(nsFolder, h, uint16(j))
 		var ok bool
 		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", k).Scan(&ok); err != nil {
+			unlock()
 			return nil, fmt.Errorf("slots: try folder slot: %w", err)
 		}
 		if ok {
@@ -115,19 +148,21 @@ func Acquire(ctx context.Context, conn *pgxpool.Conn, account string, b Bounds) 
 		}
 	}
 	if folder == 0 {
+		unlock()
 		return nil, ErrFull
 	}
+	exclusive = append(exclusive, folder)
 	// Session-level locks survive the commit; the mutex does not.
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_lock_shared($1), pg_advisory_lock_shared($2)", slotKey, member); err != nil {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", folder)
+		unlock()
 		return nil, fmt.Errorf("slots: take account slot: %w", err)
 	}
+	held := &Held{conn: conn, keys: []int64{slotKey, member}, exclusive: exclusive}
 	if err := tx.Commit(ctx); err != nil {
 		// The session locks are still held on conn; release them.
-		held := &Held{conn: conn, keys: []int64{slotKey, member}, folder: folder}
 		return nil, errors.Join(fmt.Errorf("slots: commit: %w", err), held.Release(context.WithoutCancel(ctx)))
 	}
-	return &Held{conn: conn, keys: []int64{slotKey, member}, folder: folder}, nil
+	return held, nil
 }
 
 // occupiedSlot returns the account slot other backends of this account
@@ -177,8 +212,8 @@ func (h *Held) Release(ctx context.Context) error {
 	if h == nil || h.conn == nil {
 		return nil
 	}
-	_, err := h.conn.Exec(ctx, "SELECT pg_advisory_unlock($1), pg_advisory_unlock_shared($2), pg_advisory_unlock_shared($3)",
-		h.folder, h.keys[0], h.keys[1])
+	_, err := h.conn.Exec(ctx, "SELECT pg_advisory_unlock_shared($1), pg_advisory_unlock_shared($2), (SELECT count(pg_advisory_unlock(k)) FROM unnest($3::bigint[]) k)",
+		h.keys[0], h.keys[1], h.exclusive)
 	h.conn = nil
 	if err != nil {
 		return fmt.Errorf("slots: release: %w", err)

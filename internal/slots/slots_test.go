@@ -28,13 +28,25 @@ func TestAcquire(t *testing.T) {
 		return ctx, &testBundle{pool: pgtest.Pool(t)}
 	}
 
-	// acquire takes slots on a connection of its own, as a work unit does.
-	acquire := func(ctx context.Context, t *testing.T, b *testBundle, account string, bounds slots.Bounds) (*slots.Held, error) {
+	// acquireAlias takes slots on a connection of its own, as a work unit
+	// does; alias "" takes no alias lock, as an account run.
+	acquireAlias := func(ctx context.Context, t *testing.T, b *testBundle, account, alias string, bounds slots.Bounds) (*slots.Held, error) {
 		t.Helper()
 		conn, err := b.pool.Acquire(ctx)
 		require.NoError(t, err)
+		held, err := slots.Acquire(ctx, conn, account, alias, bounds)
+		if err != nil {
+			conn.Release()
+			return nil, err
+		}
 		t.Cleanup(conn.Release)
-		return slots.Acquire(ctx, conn, account, bounds)
+		return held, nil
+	}
+
+	// acquire takes slots on a connection of its own, as a work unit does.
+	acquire := func(ctx context.Context, t *testing.T, b *testBundle, account string, bounds slots.Bounds) (*slots.Held, error) {
+		t.Helper()
+		return acquireAlias(ctx, t, b, account, "", bounds)
 	}
 
 	t.Run("AccountBound", func(t *testing.T) {
@@ -69,6 +81,30 @@ func TestAcquire(t *testing.T) {
 		require.ErrorIs(t, err, slots.ErrFull, "the account bound holds")
 	})
 
+	// A pass and a window of one alias never overlap, whatever the folder
+	// bound; units of other aliases still run beside them.
+	t.Run("OneUnitPerAlias", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		bounds := slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 3}
+
+		pass, err := acquireAlias(ctx, t, b, "a", "INBOX", bounds)
+		require.NoError(t, err)
+		_, err = acquireAlias(ctx, t, b, "a", "INBOX", bounds)
+		require.ErrorIs(t, err, slots.ErrFull, "a second unit of the same alias waits")
+		other, err := acquireAlias(ctx, t, b, "a", "ARCHIVE", bounds)
+		require.NoError(t, err, "another alias of the account runs beside it")
+		_, err = acquireAlias(ctx, t, b, "b", "INBOX", bounds)
+		require.ErrorIs(t, err, slots.ErrFull, "the account bound still holds")
+
+		require.NoError(t, pass.Release(ctx))
+		require.NoError(t, other.Release(ctx))
+		_, err = acquireAlias(ctx, t, b, "a", "INBOX", bounds)
+		require.NoError(t, err, "released with the unit")
+		_, err = acquireAlias(ctx, t, b, "a", "", bounds)
+		require.NoError(t, err, "an account run takes no alias lock")
+	})
+
 	t.Run("ReleasedWithTheConnection", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
@@ -76,7 +112,7 @@ func TestAcquire(t *testing.T) {
 
 		conn, err := b.pool.Acquire(ctx)
 		require.NoError(t, err)
-		_, err = slots.Acquire(ctx, conn, "a", bounds)
+		_, err = slots.Acquire(ctx, conn, "a", "", bounds)
 		require.NoError(t, err)
 		_, err = acquire(ctx, t, b, "b", bounds)
 		require.ErrorIs(t, err, slots.ErrFull)
