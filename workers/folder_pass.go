@@ -64,6 +64,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		BatchSize:       cfg.Sync.MaxMetadataBatchSize,
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,
 		MaxRawMimeBytes: cfg.Sync.MaxRawMimeBytes,
+		CommitAttempts:  cfg.Persistence.MaximumConcurrencyCommitAttempts,
 		EarliestDate:    account.EarliestEmailReceivedDate,
 		Extraction:      cfg.Sync.MimeLimits(),
 		AfterFinalCheckpoint: func(ctx context.Context, tx pgx.Tx) error {

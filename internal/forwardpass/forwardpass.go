@@ -68,6 +68,11 @@ type Limits struct {
 	// and always at the end of a batch. Defaults: 64 messages, 16 MiB.
 	GroupMessages int
 	GroupBytes    int64
+	// CommitAttempts is MaximumConcurrencyCommitAttempts: how often a write
+	// group another transaction got in the way of is written in all, in
+	// fresh transactions and without fetching again, before the pass is
+	// deferred. Default 1.
+	CommitAttempts int
 	// FetchChunkBytes bounds the declared size of the messages one body
 	// FETCH asks for, so one call — one resilience attempt — covers a
 	// bounded amount of data however large the batch's messages are.
@@ -303,7 +308,7 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 	}
 	c.vanished = len(batch) - len(byUID)
 
-	w := newWriter(p.writers(), p.lim.GroupMessages, p.lim.GroupBytes, p.lim.Extraction)
+	w := newWriter(p.writers(), p.lim.GroupMessages, p.lim.GroupBytes, p.lim.Extraction, p.lim.CommitAttempts)
 	defer w.rollback(ctx)
 
 	var fetch []uint32

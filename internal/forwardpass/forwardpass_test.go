@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
@@ -174,4 +175,90 @@ func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 	rep, err = Run(ctx, conn, recreated, binding, limits, logger)
 	require.NoError(t, err)
 	require.Zero(t, rep.Scope)
+}
+
+// countingSession counts the body fetches it answers.
+type countingSession struct {
+	answerTwiceSession
+	fetched int
+}
+
+func (s *countingSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error {
+	s.fetched += len(uids)
+	return s.answerTwiceSession.FetchBodies(ctx, uids, maxBytes, fn)
+}
+
+// A write group another transaction got in the way of is written again in
+// a fresh transaction, without fetching again, up to the commit attempts;
+// then the conflict defers the pass. PostgreSQL produces the conflict: a
+// trigger fails the first writes of raw MIME as a serialization failure,
+// counted by a sequence, which a rolled-back transaction does not undo.
+func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		pool    *pgxpool.Pool
+		binding mailstore.Binding
+	}
+	setup := func(t *testing.T, failures int) (context.Context, *testBundle) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		pool := dbtest.Pool(t)
+		accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+		require.NoError(t, err)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		_, err = pool.Exec(ctx, fmt.Sprintf(`
+			CREATE SEQUENCE injected_conflicts;
+			CREATE FUNCTION inject_conflict() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF nextval('injected_conflicts') <= %d THEN
+					RAISE EXCEPTION 'injected' USING ERRCODE = '40001';
+				END IF;
+				RETURN NEW;
+			END $$;
+			CREATE TRIGGER inject_conflict BEFORE INSERT ON email_message_contents
+				FOR EACH ROW EXECUTE FUNCTION inject_conflict();`, failures))
+		require.NoError(t, err)
+		return ctx, &testBundle{pool: pool, binding: binding}
+	}
+	run := func(ctx context.Context, t *testing.T, b *testBundle, sess Session, attempts int) (Report, error) {
+		t.Helper()
+		conn, err := b.pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		return Run(ctx, conn, sess, b.binding, Limits{
+			BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20, CommitAttempts: attempts,
+			Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
+		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+
+	t.Run("WrittenAgainWithoutFetchingAgain", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 2)
+		sess := &countingSession{answerTwiceSession: answerTwiceSession{n: 5}}
+		rep, err := run(ctx, t, b, sess, 3)
+		require.NoError(t, err)
+		require.Equal(t, 5, rep.Stored)
+		require.Equal(t, 5, sess.fetched, "every body was fetched once")
+		uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
+		require.NoError(t, err)
+		require.Equal(t, []uint32{1, 2, 3, 4, 5}, uids)
+	})
+
+	t.Run("DeferredOnceTheAttemptsAreSpent", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 100)
+		sess := &countingSession{answerTwiceSession: answerTwiceSession{n: 5}}
+		_, err := run(ctx, t, b, sess, 2)
+		require.ErrorIs(t, err, mailstore.ErrConcurrencyConflict)
+		require.Equal(t, 5, sess.fetched)
+		_, has, err := mailstore.ReadCheckpoint(ctx, b.pool, b.binding.ID)
+		require.NoError(t, err)
+		require.False(t, has, "the checkpoint did not move")
+	})
 }

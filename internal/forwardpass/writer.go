@@ -29,6 +29,14 @@ import (
 // lanes commit together at the end of a group; a crash between the two
 // commits leaves only idempotent writes for the next pass to repeat, and
 // the checkpoint moves only after both committed.
+//
+// A group's writes are kept — payloads included — until the group
+// commits, bounded by the group's message and byte bounds. A write or a
+// commit another transaction got in the way of (mailstore.IsWriteConflict)
+// rolls the group back and writes it again in fresh transactions, after a
+// jittered wait, up to attempts times in all; nothing is fetched again.
+// When the attempts are spent the conflict is returned as a
+// *mailstore.ConcurrencyConflictError, which defers the pass.
 type writer struct {
 	lanes []*lane
 	// answered receives a lane whose write in flight has been answered; the
@@ -45,6 +53,17 @@ type writer struct {
 
 	messages int
 	bytes    int64
+
+	// attempts bounds how often one group is written (at least 1).
+	attempts int
+	// group is the writes since the last commit.
+	group []groupWrite
+}
+
+// groupWrite is one write of the open group, kept until the group commits.
+type groupWrite struct {
+	o   mailstore.Occurrence
+	rec *searchindex.Record
 }
 
 // lane is one connection's open transaction and its write in flight. While
@@ -56,16 +75,17 @@ type lane struct {
 	err  error
 }
 
-func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits) *writer {
-	w := &writer{groupMessages: groupMessages, groupBytes: groupBytes, extraction: lim, answered: make(chan *lane, len(dbs))}
+func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits, attempts int) *writer {
+	w := &writer{groupMessages: groupMessages, groupBytes: groupBytes, extraction: lim, answered: make(chan *lane, len(dbs)), attempts: max(attempts, 1)}
 	for _, db := range dbs {
 		w.lanes = append(w.lanes, &lane{db: db})
 	}
 	return w
 }
 
-// send hands p's answer to a goroutine that reports the lane on answered.
-func (w *writer) send(l *lane, p *searchindex.PendingOccurrence) {
+// dispatch hands p's answer to a goroutine that reports the lane on
+// answered.
+func (w *writer) dispatch(l *lane, p *searchindex.PendingOccurrence) {
 	l.busy = true
 	w.inFlight++
 	go func() {
@@ -115,6 +135,20 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 		w.lastReadable = r.Readable
 		rec = &r
 	}
+	w.group = append(w.group, groupWrite{o: o, rec: rec})
+	w.messages++
+	w.bytes += int64(len(o.Raw))
+	if err := w.send(ctx, o, rec); err != nil {
+		return w.retryGroup(ctx, err)
+	}
+	if w.messages >= w.groupMessages || w.bytes >= w.groupBytes {
+		return w.commit(ctx)
+	}
+	return nil
+}
+
+// send hands one write to an idle lane, opening its transaction first.
+func (w *writer) send(ctx context.Context, o mailstore.Occurrence, rec *searchindex.Record) error {
 	l, err := w.idleLane()
 	if err != nil {
 		return err
@@ -130,20 +164,59 @@ func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
 	if err != nil {
 		return err
 	}
-	w.send(l, p)
-	w.messages++
-	w.bytes += int64(len(o.Raw))
-	if w.messages >= w.groupMessages || w.bytes >= w.groupBytes {
-		return w.commit(ctx)
-	}
+	w.dispatch(l, p)
 	return nil
 }
 
-// commit reads every answer in flight and commits every lane. It returns
-// only when every commit has been answered, so a caller that moves the
+// commit reads every answer in flight and commits every lane, writing the
+// group again when another transaction got in its way. It returns only
+// when every commit has been answered, so a caller that moves the
 // checkpoint afterwards never moves it past an uncommitted row.
 func (w *writer) commit(ctx context.Context) error {
+	if err := w.commitLanes(ctx); err != nil {
+		return w.retryGroup(ctx, err)
+	}
+	w.endGroup()
+	return nil
+}
+
+func (w *writer) endGroup() {
+	w.group = w.group[:0]
 	w.messages, w.bytes = 0, 0
+}
+
+// retryGroup handles err, which a write or a commit of the open group
+// returned: a conflict rolls the group back and writes it again in fresh
+// transactions, up to attempts times in all; anything else is returned.
+func (w *writer) retryGroup(ctx context.Context, err error) error {
+	for attempt := 1; mailstore.IsWriteConflict(err); attempt++ {
+		w.rollback(ctx)
+		if attempt >= w.attempts {
+			return &mailstore.ConcurrencyConflictError{Reason: fmt.Sprintf("a write group gave up after %d attempts: %s", w.attempts, mailstore.ConflictReason(err))}
+		}
+		if werr := mailstore.ConflictBackoff(ctx, attempt); werr != nil {
+			return fmt.Errorf("forwardpass: waiting to write a group again: %w", werr)
+		}
+		err = w.replay(ctx)
+	}
+	if err == nil {
+		w.endGroup()
+	}
+	return err
+}
+
+// replay writes the open group again and commits it.
+func (w *writer) replay(ctx context.Context) error {
+	for _, g := range w.group {
+		if err := w.send(ctx, g.o, g.rec); err != nil {
+			return err
+		}
+	}
+	return w.commitLanes(ctx)
+}
+
+// commitLanes reads every answer in flight and commits every lane.
+func (w *writer) commitLanes(ctx context.Context) error {
 	if err := w.drain(); err != nil {
 		return err
 	}

@@ -117,6 +117,22 @@ func conflictConstraint(err error) (string, bool) {
 	return "", false
 }
 
+// IsWriteConflict reports whether a transaction's write failed because
+// another transaction got in its way, so the same idempotent write is worth
+// making again in a fresh transaction: a concurrency conflict
+// (IsConcurrencyConflict), or PostgreSQL rolling the transaction back as a
+// serialization failure (40001) or a deadlock victim (40P01).
+func IsWriteConflict(err error) bool {
+	if IsConcurrencyConflict(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// ConflictReason describes a conflict error without its PostgreSQL text.
+func ConflictReason(err error) string { return conflictReason(err) }
+
 // conflictReason describes a conflict error without its PostgreSQL text.
 func conflictReason(err error) string {
 	if ce, ok := errors.AsType[*ConcurrencyConflictError](err); ok {
@@ -124,6 +140,10 @@ func conflictReason(err error) string {
 	}
 	if name, ok := conflictConstraint(err); ok {
 		return "unique constraint " + name + " already held"
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return "SQLSTATE " + pgErr.Code
 	}
 	return "conflict"
 }
@@ -186,6 +206,19 @@ func attemptTx(ctx context.Context, db TxBeginner, fn func(ctx context.Context, 
 		return fmt.Errorf("mailstore: commit: %w", err)
 	}
 	return nil
+}
+
+// ConflictBackoff waits the jittered delay RetryConflicts waits after the
+// given failed attempt (1-based), or until ctx ends.
+func ConflictBackoff(ctx context.Context, attempt int) error {
+	timer := time.NewTimer(retryDelay(attempt))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
 
 // retryDelay is the wait after the given failed attempt (1-based): a
