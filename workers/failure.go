@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -86,29 +85,10 @@ func ClassifyFailure(err error) Disposition {
 		return Cancel
 	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
 		return Retry
-	case database.Transient(err), databaseLost(err):
+	case database.Transient(err), database.ConnectionLost(err):
 		return Retry
 	}
 	return Cancel
-}
-
-// databaseLost reports a failure that says the database connection went
-// away under the job — the server shutting down (SQLSTATE 57P01–57P03), a
-// connection exception (class 08), too many connections (53300), a
-// connection pgx closed, or the socket failing. The database family does
-// not repeat such a call within one operation (the statement may have
-// reached the server), but every MailFathom job is idempotent on what it
-// writes, so the job as a whole is worth attempting again once the
-// database is back: that is how an outage delays work instead of losing
-// it. Mailbox failures never reach here unwrapped; package mailsession
-// translates them.
-func databaseLost(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		code := pgErr.Code
-		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
-	}
-	return errors.Is(err, pgconn.ErrConnClosed) || resilience.ConnectionLost(err)
 }
 
 // FailureIdentity is the stable name a failure is reported under, in the
@@ -165,6 +145,8 @@ func FailureIdentity(err error) string {
 		return "PersistenceConcurrencyConflict"
 	case errors.As(err, &pgErr):
 		return "Database" + pgErr.Code
+	case database.ConnectionLost(err):
+		return "DatabaseConnectionLost"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "Timeout"
 	}

@@ -1,6 +1,7 @@
 package workers_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +46,10 @@ func TestClassifyFailure(t *testing.T) {
 		{"grant refused", tokenErr(401), workers.Cancel, "MailAccessTokenUnavailable"},
 		{"persistence conflict", fmt.Errorf("commit: %w", mailstore.ErrConcurrencyConflict), workers.Defer, "PersistenceConcurrencyConflict"},
 		{"database shutting down", &pgconn.PgError{Code: "57P01"}, workers.Retry, "Database57P01"},
-		{"database connection lost", &net.OpError{Op: "read", Err: errors.New("reset")}, workers.Retry, "*net.OpError"},
+		{"database connection lost", fmt.Errorf("mailstore: write: %w", pgconn.ErrConnClosed), workers.Retry, "DatabaseConnectionLost"},
+		{"database unreachable", &pgconn.ConnectError{}, workers.Retry, "DatabaseConnectionLost"},
+		{"a network error that is not the database's", &net.OpError{Op: "read", Err: errors.New("reset")}, workers.Cancel, "*net.OpError"},
+		{"a refused TLS handshake", &net.OpError{Op: "remote error", Net: "tcp", Err: tls.AlertError(42)}, workers.Cancel, "*net.OpError"},
 		{"database constraint", &pgconn.PgError{Code: "23514"}, workers.Cancel, "Database23514"},
 		{"deadlock", &pgconn.PgError{Code: "40P01"}, workers.Retry, "Database40P01"},
 		{"unrecognized", errors.New("something else"), workers.Cancel, "*errors.errorString"},

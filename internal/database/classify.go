@@ -2,6 +2,7 @@ package database
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -45,4 +46,35 @@ func Transient(err error) bool {
 		return !isPgErr || len(pgErr.Code) < 2 || pgErr.Code[:2] != "28"
 	}
 	return isPgErr && (pgErr.Code == sqlstateSerializationFailure || pgErr.Code == sqlstateDeadlockDetected)
+}
+
+// ConnectionLost reports a failure that says the database connection went
+// away under the caller, decided from where the failure came from — pgx's
+// own connection and pool errors — never from its shape alone: the server
+// shutting down (SQLSTATE 57P01–57P03), a connection exception (class 08),
+// too many connections (53300), a connection pgx closed, a failure to
+// connect, or a pgconn failure to send or receive. A network error that
+// did not come through pgx (a mail server's, say) is not one.
+//
+// A statement that failed this way may have reached the server, so the
+// pipeline does not repeat it within an operation; a job that is
+// idempotent on what it writes is worth attempting again once the
+// database is back.
+func ConnectionLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		code := pgErr.Code
+		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	// Every failure pgconn reports about its connection — sending,
+	// receiving, a lock on a busy connection, a timeout — declares whether
+	// it is safe to retry; nothing outside pgx does.
+	var fromPgconn interface{ SafeToRetry() bool }
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.As(err, &fromPgconn)
 }

@@ -2,10 +2,12 @@ package database_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
@@ -186,4 +189,46 @@ func connectErr(ctx context.Context, t *testing.T, addr string) error {
 	}
 	require.Error(t, err)
 	return err
+}
+
+func TestConnectionLost(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+
+	// Real pgx failures: a refused connection, a query on a closed
+	// connection, and a server that drops the connection under a query.
+	refused := connectErr(ctx, t, closedAddress(t))
+	closed := connect(ctx, t, fakePostgres(t, ready))
+	require.NoError(t, closed.Close(ctx))
+	_, onClosed := closed.Exec(ctx, "SELECT 1").ReadAll()
+	dropping := connect(ctx, t, fakePostgres(t, func(be *pgproto3.Backend) {
+		ready(be)
+		_ = be.Flush()
+		_, _ = be.Receive()
+		runtime.Goexit() // the query arrived: close the connection under it
+	}))
+	_, dropped := dropping.Exec(ctx, "SELECT 1").ReadAll()
+	require.Error(t, dropped)
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", refused, true},
+		{"query on a closed connection", onClosed, true},
+		{"connection dropped under a query", wrapped(dropped), true},
+		{"server shutting down", &pgconn.PgError{Code: "57P01"}, true},
+		{"connection exception", &pgconn.PgError{Code: "08006"}, true},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
+		{"closed by pgx", wrapped(pgconn.ErrConnClosed), true},
+		{"a constraint", &pgconn.PgError{Code: "23514"}, false},
+		{"a mail server's TLS refusal", wrapped(&net.OpError{Op: "remote error", Net: "tcp", Err: tls.AlertError(42)}), false},
+		{"a bare network error", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
+		{"a bare EOF", io.EOF, false},
+		{"nil", nil, false},
+	} {
+		require.Equal(t, tc.want, database.ConnectionLost(tc.err), "%s: %v", tc.name, tc.err)
+	}
 }
