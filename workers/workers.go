@@ -33,6 +33,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/outbound"
@@ -66,6 +67,10 @@ type Dependencies struct {
 	// per process, since it holds each account's cached token. Default:
 	// one built over Resolver and Resilience.
 	Tokens *mailoauth.Source
+
+	// acquireConn takes a work connection with its job's liveness lock.
+	// Default: liveness.Acquire. Tests slow it down.
+	acquireConn func(ctx context.Context, pool *pgxpool.Pool, jobID int64) (*pgxpool.Conn, func(), error)
 }
 
 // endpointEnv is what mailendpoint needs to build an account's endpoint.
@@ -83,6 +88,9 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.acquireConn == nil {
+		d.acquireConn = liveness.Acquire
 	}
 	if d.Resilience == nil {
 		reg, err := outbound.NewRegistry(d.Config.Resilience, d.Logger, nil)

@@ -180,6 +180,50 @@ func Get[T any](ctx context.Context, r *Registry, key Key, operation string, fn 
 	return out, nil
 }
 
+// Acquire is Get for a resource that must be released, such as a
+// connection or a lock. An attempt the pipeline abandoned (its timeout
+// fired) may still obtain its resource as it returns, and a later attempt
+// may then succeed too: Acquire hands every resource the pipeline did not
+// accept to release, so nothing an abandoned attempt obtained outlives the
+// call. It returns the resource of the attempt the pipeline accepted.
+//
+// An attempt whose context has ended by the time it obtained its resource
+// releases it at once, before another attempt competes with it; one the
+// pipeline abandons in the instant after is released when the call
+// returns. acquire must honour its context like any fn given to Execute;
+// release must not block for long.
+func Acquire[T any](ctx context.Context, r *Registry, key Key, operation string, acquire func(ctx context.Context) (T, error), release func(T)) (T, error) {
+	var obtained []T
+	err := r.Execute(ctx, key, operation, func(ctx context.Context) error {
+		v, err := acquire(ctx)
+		if err != nil {
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			// Abandoned already: give it back before another attempt
+			// competes with it (for a lock, say).
+			release(v)
+			return cerr
+		}
+		obtained = append(obtained, v)
+		return nil
+	})
+	var zero T
+	if err != nil {
+		for _, v := range obtained {
+			release(v)
+		}
+		return zero, err
+	}
+	// The pipeline accepts the first success it sees and ends there, so
+	// the accepted resource is the last one obtained; any before it came
+	// from attempts it abandoned.
+	for _, v := range obtained[:len(obtained)-1] {
+		release(v)
+	}
+	return obtained[len(obtained)-1], nil
+}
+
 // Runner is a Registry bound to one key, for an adapter that should not
 // know about keys — or cannot import this package: its Execute method is
 // satisfied by an interface the adapter declares itself.

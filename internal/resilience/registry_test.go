@@ -258,6 +258,34 @@ func TestExecute(t *testing.T) {
 		require.Equal(t, 1, calls.get())
 	})
 
+	// An attempt abandoned at its timeout may still obtain its resource as
+	// it returns: Acquire releases it rather than leak it.
+	t.Run("AcquireReleasesWhatAnAbandonedAttemptObtained", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, fastBudget(func(b *resilience.Budget) { b.AttemptTimeout = 30 * time.Millisecond; b.MaxAttempts = 2 }), nil, nil)
+		var released []string
+		release := func(r string) { released = append(released, r) }
+		var calls counter
+		got, err := resilience.Acquire(ctx, b.registry, accountA, "INBOX", func(ctx context.Context) (string, error) {
+			if calls.inc() == 1 {
+				<-ctx.Done() // slower than the attempt timeout, and obtained anyway
+				return "first", nil
+			}
+			return "second", nil
+		}, release)
+		require.NoError(t, err)
+		require.Equal(t, "second", got)
+		require.Equal(t, []string{"first"}, released)
+
+		released = nil
+		_, err = resilience.Acquire(ctx, b.registry, accountB, "INBOX", func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			return "late", nil
+		}, release)
+		require.True(t, resilience.IsDependencyUnavailable(err))
+		require.Equal(t, []string{"late", "late"}, released, "every attempt's resource, none returned")
+	})
+
 	t.Run("PanicPropagatesAndReleasesThePermit", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t, fastBudget(func(b *resilience.Budget) { b.ConcurrencyLimit = 1 }), nil, nil)
