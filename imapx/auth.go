@@ -8,6 +8,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
@@ -39,7 +40,7 @@ var defaultPermitted = []config.AuthenticationMechanism{config.Plain, config.Log
 func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encrypted bool) error {
 	caps := c.Caps()
 	if caps == nil {
-		return &TransportError{Op: "CAPABILITY", Err: errConnectionUnusable}
+		return &TransportError{Op: "CAPABILITY", Err: wire.ErrConnectionUnusable}
 	}
 	tokenAccount := ep.Token != nil
 	if tokenAccount && ep.Password != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // FetchItem is the name of a FETCH data item (RFC 3501 §6.4.5).
@@ -367,7 +369,7 @@ func (s *ReadSession) reconcileFolder(ctx context.Context) (*wireConn, wireFolde
 func (s *ReadSession) reconcileConn(ctx context.Context) (*wireConn, error) {
 	if s.wire != nil {
 		if !s.wire.usable() {
-			return nil, &TransportError{Op: "reconcile", Err: errConnectionUnusable}
+			return nil, &TransportError{Op: "reconcile", Err: wire.ErrConnectionUnusable}
 		}
 		return s.wire, nil
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // This file is the command side of the reconciliation connection: a tagged
@@ -72,8 +74,8 @@ func (w *wireConn) run(ctx context.Context, timeout time.Duration, name, args st
 		// A programming error, refused before anything is sent.
 		return fmt.Errorf("imapx: %s is not a command the reconciliation connection sends", name)
 	}
-	if w.cn.broken.Load() {
-		return &TransportError{Op: name, Err: errConnectionUnusable}
+	if w.cn.sock.Broken() {
+		return &TransportError{Op: name, Err: wire.ErrConnectionUnusable}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("imapx: %s: %w", name, err)
@@ -90,9 +92,9 @@ func (w *wireConn) run(ctx context.Context, timeout time.Duration, name, args st
 	}
 	line = append(line, '\r', '\n')
 
-	wd := startWatchdog(ctx, w.cn, timeout)
+	wd := wire.StartWatchdog(ctx, w.cn.sock, timeout)
 	done, err := w.exchange(tag, line, handle)
-	reason := wd.stop()
+	reason := wd.Stop()
 	if err == nil {
 		if done.status != "OK" {
 			return &CommandError{Command: name, Status: done.status, Code: done.code}
@@ -104,9 +106,9 @@ func (w *wireConn) run(ctx context.Context, timeout time.Duration, name, args st
 	case ctx.Err() != nil && reason != nil:
 		return fmt.Errorf("imapx: %s: %w", name, ctx.Err())
 	case reason != nil:
-		return &TransportError{Op: name, Err: errTimedOut}
+		return &TransportError{Op: name, Err: wire.ErrTimedOut}
 	case w.bye && !errors.Is(err, ErrMalformedResponse):
-		return &TransportError{Op: name, Err: errServerBye}
+		return &TransportError{Op: name, Err: wire.ErrServerBye}
 	}
 	return &TransportError{Op: name, Err: err}
 }
@@ -153,7 +155,7 @@ func (w *wireConn) exchange(tag string, line []byte, handle wireHandler) (*respo
 }
 
 // usable reports whether the connection can take another command.
-func (w *wireConn) usable() bool { return !w.cn.broken.Load() }
+func (w *wireConn) usable() bool { return !w.cn.sock.Broken() }
 
 // shutdown closes the connection without a word to the server.
 func (w *wireConn) shutdown() { w.cn.shutdown() }
