@@ -68,7 +68,7 @@ func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (*conn, imap.Ca
 
 // dialVia is dial with h, when not nil, put between the protected stream
 // and go-imap, so that the connection can be taken over from go-imap once
-// it is authenticated (wire_dial.go).
+// it is authenticated (handoff.go).
 func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) (_ *conn, _ imap.CapSet, err error) {
 	timeout := opts.commandTimeout()
 	if err := ep.checkPolicy(); err != nil {

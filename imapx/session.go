@@ -35,7 +35,7 @@ type ReadSession struct {
 	caps imap.CapSet
 	// wire is the reconciliation connection (reconcile.go), opened on the
 	// first Reconcile and closed with the session or by Recover.
-	wire *wireConn
+	wire *wire.Conn
 
 	// The open folder. state is what the folder reported when Examine
 	// opened it; Recover compares against it.
@@ -223,7 +223,7 @@ func (s *ReadSession) Recover(ctx context.Context) (FolderState, error) {
 	}
 	if s.wire != nil {
 		// Reopened by the next Reconcile.
-		s.wire.shutdown()
+		s.wire.Shutdown()
 		s.wire = nil
 	}
 	if err := s.connect(ctx); err != nil {
@@ -261,7 +261,7 @@ func (s *ReadSession) Close() error {
 	var wireErr error
 	if w := s.wire; w != nil {
 		s.wire = nil
-		wireErr = w.close(s.opts)
+		wireErr = w.Close(min(s.opts.commandTimeout(), logoutTimeout))
 	}
 	err := s.closeMain()
 	if err == nil {
