@@ -26,8 +26,8 @@ const (
 	// it and otherwise continues unencrypted.
 	StartTLSWhenAvailable ConnectionSecurity = "StartTlsWhenAvailable"
 	// Auto behaves as TLSOnConnect on port 993, the implicit-TLS port, and
-	// as StartTLSWhenAvailable on any other port. (This is what MailKit's
-	// SecureSocketOptions.Auto, the seed's reference, does.)
+	// as StartTLSWhenAvailable on any other port, as MailKit's
+	// SecureSocketOptions.Auto does.
 	Auto ConnectionSecurity = "Auto"
 	// None never encrypts.
 	None ConnectionSecurity = "None"

@@ -44,8 +44,8 @@ func reconcileItems(mode ReconcileMode) []FetchItem {
 const MaxReconcileWindow = 100_000
 
 // ReconcileMode is the question Reconcile asks. It follows what the server
-// advertises after authentication (the seed's "Asking only about what
-// changed").
+// advertises after authentication, so that a server that can say what
+// changed is asked only about that.
 type ReconcileMode int
 
 const (
@@ -119,8 +119,8 @@ type ReconcileAnswer struct {
 	// HighestModSeq is the folder's HIGHESTMODSEQ as the EXAMINE right
 	// before the question reported it, 0 in Plain mode. Every change it
 	// covers was visible to the question, so it is what a checkpoint may
-	// record as the next sinceModSeq (the seed: only after a pass that
-	// emptied the folder's queue).
+	// record as the next sinceModSeq, and only after a pass that emptied
+	// the folder's queue.
 	HighestModSeq uint64
 	// FetchResponses counts the FETCH responses the server sent during the
 	// pass, solicited or not: a narrowed window on a quiet folder has none.
