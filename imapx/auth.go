@@ -58,7 +58,7 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 		Permitted:                     permitted,
 		Advertised:                    caps.AuthMechanisms(),
 		LoginDisabled:                 caps.Has(imap.CapLoginDisabled),
-		Security:                      config.ConnectionSecurity(security),
+		CanStayUnencrypted:            config.ConnectionSecurity(security).CanStayUnencrypted(),
 		AllowClearTextOverUnencrypted: ep.AllowClearTextOverUnencrypted,
 		Encrypted:                     encrypted,
 		TokenAccount:                  tokenAccount,

@@ -82,8 +82,12 @@ type Situation struct {
 	// LoginDisabled is whether the server advertises LOGINDISABLED
 	// (RFC 9051 §6.2.3), which rules out the LOGIN command.
 	LoginDisabled bool
-	// Security is the account's connection-security mode.
-	Security config.ConnectionSecurity
+	// CanStayUnencrypted is whether the account's connection-security mode
+	// is one that can complete without encryption (StartTlsWhenAvailable,
+	// Auto, None): only such a mode can permit clear text over a connection
+	// that is not encrypted. The modes themselves are the adapter's
+	// (imapx.ConnectionSecurity); this is all the choice needs of them.
+	CanStayUnencrypted bool
 	// AllowClearTextOverUnencrypted is the policy's
 	// AllowClearTextAuthenticationOverUnencryptedConnection opt-in.
 	AllowClearTextOverUnencrypted bool
@@ -100,13 +104,13 @@ type Situation struct {
 
 // Choose returns how to authenticate in s; see Situation.Choose.
 func Choose(permitted []config.AuthenticationMechanism, advertised []string, loginDisabled bool,
-	sec config.ConnectionSecurity, allowClearTextOverUnencrypted bool, encrypted bool, tokenAccount bool,
+	canStayUnencrypted bool, allowClearTextOverUnencrypted bool, encrypted bool, tokenAccount bool,
 ) (Choice, error) {
 	return Situation{
 		Permitted:                     permitted,
 		Advertised:                    advertised,
 		LoginDisabled:                 loginDisabled,
-		Security:                      sec,
+		CanStayUnencrypted:            canStayUnencrypted,
 		AllowClearTextOverUnencrypted: allowClearTextOverUnencrypted,
 		Encrypted:                     encrypted,
 		TokenAccount:                  tokenAccount,
@@ -153,7 +157,7 @@ func (s Situation) choose(permitted map[config.AuthenticationMechanism]bool, fal
 		a = strings.TrimPrefix(a, "AUTH=")
 		advertised[config.AuthenticationMechanism(a)] = true
 	}
-	clearTextAllowed := s.Encrypted || s.Security.CanStayUnencrypted() && s.AllowClearTextOverUnencrypted
+	clearTextAllowed := s.Encrypted || s.CanStayUnencrypted && s.AllowClearTextOverUnencrypted
 
 	offeredPermitted := false
 	for _, m := range strength {

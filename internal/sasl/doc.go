@@ -49,7 +49,7 @@
 //		Permitted:                     policy.PermittedAuthenticationMechanisms,
 //		Advertised:                    caps.AuthMechanisms(),
 //		LoginDisabled:                 caps.Has(imap.CapLoginDisabled),
-//		Security:                      policy.ConnectionSecurity,
+//		CanStayUnencrypted:            policy.ConnectionSecurity.CanStayUnencrypted(),
 //		AllowClearTextOverUnencrypted: policy.AllowClearTextAuthenticationOverUnencryptedConnection,
 //		Encrypted:                     isTLS,
 //	})

@@ -131,7 +131,7 @@ func TestDovecotChoosesSCRAMOverPLAIN(t *testing.T) {
 
 	// PLAIN first in the configured order; SCRAM wins all the same.
 	choice, err := sasl.Choose(mechs{config.Plain, config.ScramSHA256}, advertised,
-		c.Caps().Has(imap.CapLoginDisabled), config.SecurityTLSOnConnect, false, true, false)
+		c.Caps().Has(imap.CapLoginDisabled), false, false, true, false)
 	require.NoError(t, err)
 	require.Equal(t, sasl.Choice{Mechanism: config.ScramSHA256}, choice)
 	require.NoError(t, authenticate(t, c, choice.Mechanism, u.Name(), u.Password()))
@@ -153,7 +153,6 @@ func TestDovecotOnlyCRAMPermittedEndsUnavailable(t *testing.T) {
 		Permitted:     mechs{config.CramMD5},
 		Advertised:    caps.AuthMechanisms(),
 		LoginDisabled: caps.Has(imap.CapLoginDisabled),
-		Security:      config.SecurityTLSOnConnect,
 		Encrypted:     true,
 	})
 	choice, err := n.Next()
@@ -186,7 +185,7 @@ func TestDovecotLoginDisabledOverPlaintext(t *testing.T) {
 		Permitted:                     mechs{config.Plain, config.Login},
 		Advertised:                    caps.AuthMechanisms(),
 		LoginDisabled:                 true,
-		Security:                      config.SecurityNone,
+		CanStayUnencrypted:            true, // None
 		AllowClearTextOverUnencrypted: true,
 		Encrypted:                     false,
 	}

@@ -14,9 +14,9 @@ var errRejected = errors.New("NO [AUTHENTICATIONFAILED]")
 
 func TestNegotiatorNeverRestoresAMechanism(t *testing.T) {
 	n := sasl.NewNegotiator(sasl.Situation{
-		Permitted:  mechs{"PLAIN", "SCRAM-SHA-1", "SCRAM-SHA-256", "DIGEST-MD5"},
-		Advertised: []string{"PLAIN", "LOGIN", "CRAM-MD5", "SCRAM-SHA-1", "SCRAM-SHA-256"},
-		Security:   secTLS, Encrypted: true,
+		Permitted:          mechs{"PLAIN", "SCRAM-SHA-1", "SCRAM-SHA-256", "DIGEST-MD5"},
+		Advertised:         []string{"PLAIN", "LOGIN", "CRAM-MD5", "SCRAM-SHA-1", "SCRAM-SHA-256"},
+		CanStayUnencrypted: secTLS, Encrypted: true,
 	})
 	// Narrowed: advertised and permitted only; never LOGIN or CRAM-MD5.
 	require.Equal(t, mechs{config.ScramSHA256, config.ScramSHA1, config.Plain}, n.Remaining())
@@ -44,7 +44,7 @@ func TestNegotiatorNeverRestoresAMechanism(t *testing.T) {
 }
 
 func TestNegotiatorFirstChoiceIsChoose(t *testing.T) {
-	s := sasl.Situation{Permitted: mechs{"PLAIN", "SCRAM-SHA-256"}, Advertised: dovecotDefault, Security: secTLS, Encrypted: true}
+	s := sasl.Situation{Permitted: mechs{"PLAIN", "SCRAM-SHA-256"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true}
 	n := sasl.NewNegotiator(s)
 	want, err := s.Choose()
 	require.NoError(t, err)
@@ -58,13 +58,13 @@ func TestNegotiatorFirstChoiceIsChoose(t *testing.T) {
 }
 
 func TestNegotiatorUnavailable(t *testing.T) {
-	n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"CRAM-MD5"}, Advertised: []string{"PLAIN", "SCRAM-SHA-256"}, Security: secTLS, Encrypted: true})
+	n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"CRAM-MD5"}, Advertised: []string{"PLAIN", "SCRAM-SHA-256"}, CanStayUnencrypted: secTLS, Encrypted: true})
 	_, err := n.Next()
 	require.ErrorIs(t, err, sasl.ErrMechanismUnavailable)
 }
 
 func TestNegotiatorLoginCommandOnce(t *testing.T) {
-	n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"PLAIN"}, Security: secTLS, Encrypted: true})
+	n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"PLAIN"}, CanStayUnencrypted: secTLS, Encrypted: true})
 	c, err := n.Next()
 	require.NoError(t, err)
 	require.True(t, c.LoginCommand)
@@ -75,7 +75,7 @@ func TestNegotiatorLoginCommandOnce(t *testing.T) {
 
 func TestNegotiatorEndsWhenTheServerCannotProveItself(t *testing.T) {
 	for _, cause := range []error{sasl.ErrServerSignatureMismatch, sasl.ErrServerNotVerified} {
-		n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"PLAIN", "SCRAM-SHA-256"}, Advertised: dovecotDefault, Security: secTLS, Encrypted: true})
+		n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"PLAIN", "SCRAM-SHA-256"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true})
 		c, err := n.Next()
 		require.NoError(t, err)
 		require.Equal(t, config.ScramSHA256, c.Mechanism)
@@ -86,7 +86,7 @@ func TestNegotiatorEndsWhenTheServerCannotProveItself(t *testing.T) {
 }
 
 func TestNegotiatorMechanismFailureFallsToNextStrongest(t *testing.T) {
-	n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"SCRAM-SHA-256", "SCRAM-SHA-1"}, Advertised: dovecotDefault, Security: secTLS, Encrypted: true})
+	n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"SCRAM-SHA-256", "SCRAM-SHA-1"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true})
 	c, _ := n.Next()
 	n.After(c, &sasl.IterationCountError{Count: 100, Min: sasl.MinIterations, Max: sasl.MaxIterations})
 	c, err := n.Next()
