@@ -31,7 +31,7 @@ import (
 // which builds its response in a slice it zeroes.
 
 // defaultPermitted is configuration's default allow-list.
-var defaultPermitted = []config.AuthenticationMechanism{config.Plain, config.Login}
+var defaultPermitted = []sasl.Mechanism{sasl.Plain, sasl.Login}
 
 // authenticate logs c in as ep.Username over a connection that is
 // encrypted or not. A rejected credential is an *AuthenticationError; no
@@ -90,7 +90,7 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 	switch {
 	case choice.LoginCommand:
 		err = c.Login(ep.Username, string(password)).Wait()
-	case choice.Mechanism == config.Plain:
+	case choice.Mechanism == sasl.Plain:
 		mechanism = "PLAIN"
 		pc := &plainClient{username: ep.Username, password: password}
 		err = c.Authenticate(pc)
@@ -109,7 +109,7 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 // authenticateWithToken runs mechanism, OAUTHBEARER or XOAUTH2, with a
 // token obtained now from ep.Token. A refused token is an
 // *AuthenticationError, after ep.TokenRefused has been told.
-func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoint, mechanism config.AuthenticationMechanism) error {
+func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoint, mechanism sasl.Mechanism) error {
 	token, err := ep.Token(ctx)
 	defer clear(token)
 	if err != nil {

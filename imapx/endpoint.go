@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
 // ConnectionSecurity is how a connection to the IMAP server is protected. The
@@ -69,7 +69,7 @@ type Endpoint struct {
 	TokenRefused func()
 	// PermittedMechanisms is the account's SASL allow-list; empty means
 	// PLAIN and LOGIN, configuration's default. Its order is ignored.
-	PermittedMechanisms []config.AuthenticationMechanism
+	PermittedMechanisms []sasl.Mechanism
 	// AllowInsecureConnection is the account's AllowInsecureConnection
 	// opt-in, without which a mode that can stay unencrypted
 	// (StartTlsWhenAvailable, Auto, None) is refused before connecting.

@@ -52,7 +52,7 @@ func (ep Endpoint) checkPolicy() error {
 		permitted = defaultPermitted
 	}
 	for _, m := range permitted {
-		if config.AuthenticationMechanism(m).ClearText() && !ep.AllowClearTextOverUnencrypted {
+		if m.ClearText() && !ep.AllowClearTextOverUnencrypted {
 			return &PolicyViolationError{Rule: config.RuleClearTextAuthenticationRequiresExplicitOptIn,
 				Reason: "permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection"}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
 // TestPolicyEnforcedAtConnect: the adapter checks the transport security
@@ -66,7 +67,7 @@ func TestPolicyEnforcedAtConnect(t *testing.T) {
 		s, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		ep.PermittedMechanisms = []config.AuthenticationMechanism{config.ScramSHA256}
+		ep.PermittedMechanisms = []sasl.Mechanism{sasl.ScramSHA256}
 		ep.AllowClearTextOverUnencrypted = false // not needed without clear-text mechanisms
 		s, err = imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 		require.NoError(t, err)

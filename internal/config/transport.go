@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 
+	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
@@ -58,40 +59,6 @@ const (
 // CertificateTrusts lists the trust sources in documentation order.
 var CertificateTrusts = []CertificateTrust{SystemTrustStore, AdditionalTrustedAuthority}
 
-// AuthenticationMechanism is a SASL mechanism by its registered name, which
-// is also its configured and serialized form.
-type AuthenticationMechanism string
-
-// The supported mechanisms.
-const (
-	Plain           AuthenticationMechanism = "PLAIN"
-	Login           AuthenticationMechanism = "LOGIN"
-	CramMD5         AuthenticationMechanism = "CRAM-MD5"
-	DigestMD5       AuthenticationMechanism = "DIGEST-MD5"
-	ScramSHA1       AuthenticationMechanism = "SCRAM-SHA-1"
-	ScramSHA1Plus   AuthenticationMechanism = "SCRAM-SHA-1-PLUS"
-	ScramSHA256     AuthenticationMechanism = "SCRAM-SHA-256"
-	ScramSHA256Plus AuthenticationMechanism = "SCRAM-SHA-256-PLUS"
-	ScramSHA512     AuthenticationMechanism = "SCRAM-SHA-512"
-	ScramSHA512Plus AuthenticationMechanism = "SCRAM-SHA-512-PLUS"
-	NTLM            AuthenticationMechanism = "NTLM"
-	XOAuth2         AuthenticationMechanism = "XOAUTH2"
-	OAuthBearer     AuthenticationMechanism = "OAUTHBEARER"
-)
-
-// AuthenticationMechanisms lists the supported mechanisms.
-var AuthenticationMechanisms = []AuthenticationMechanism{
-	Plain, Login, CramMD5, DigestMD5, ScramSHA1, ScramSHA1Plus, ScramSHA256,
-	ScramSHA256Plus, ScramSHA512, ScramSHA512Plus, NTLM, XOAuth2, OAuthBearer,
-}
-
-// ClearText reports whether m hands over the reusable password itself.
-func (m AuthenticationMechanism) ClearText() bool { return m == Plain || m == Login }
-
-// Token reports whether m carries an OAuth 2.0 bearer token rather than a
-// password: XOAUTH2, or OAUTHBEARER (RFC 7628).
-func (m AuthenticationMechanism) Token() bool { return m == XOAuth2 || m == OAuthBearer }
-
 // The transport-security rule identities, appended in brackets to the
 // problem that reports a violation.
 const (
@@ -122,7 +89,7 @@ type TransportSecurity struct {
 	// comma-separated allow-list matched ignoring case, stored in canonical
 	// form with duplicates collapsed in configured order. Default PLAIN,
 	// LOGIN, applied only when unset. The order is presentation only.
-	PermittedAuthenticationMechanisms []AuthenticationMechanism
+	PermittedAuthenticationMechanisms []sasl.Mechanism
 	// AllowInsecureConnection is
 	// MAILFATHOM_ACCOUNTS_<i>_ALLOW_INSECURE_CONNECTION, the opt-in that
 	// permits a mode that can stay unencrypted. Default false.
@@ -260,9 +227,9 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 // convertMechanisms parses the comma-separated allow-list. An unsupported
 // name is a parse failure, reported without a rule identity. ok reports
 // whether every item parsed.
-func convertMechanisms(c *converter, variable, raw string) (out []AuthenticationMechanism, ok bool) {
+func convertMechanisms(c *converter, variable, raw string) (out []sasl.Mechanism, ok bool) {
 	ok = true
-	seen := map[AuthenticationMechanism]bool{}
+	seen := map[sasl.Mechanism]bool{}
 	for n, item := range strings.Split(raw, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -272,7 +239,7 @@ func convertMechanisms(c *converter, variable, raw string) (out []Authentication
 		}
 		m, found := lookupMechanism(item)
 		if !found {
-			c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(AuthenticationMechanisms))
+			c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(sasl.Mechanisms))
 			ok = false
 			continue
 		}
@@ -284,8 +251,8 @@ func convertMechanisms(c *converter, variable, raw string) (out []Authentication
 	return out, ok
 }
 
-func lookupMechanism(name string) (AuthenticationMechanism, bool) {
-	for _, m := range AuthenticationMechanisms {
+func lookupMechanism(name string) (sasl.Mechanism, bool) {
+	for _, m := range sasl.Mechanisms {
 		if strings.EqualFold(string(m), name) {
 			return m, true
 		}

@@ -7,11 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
-type mechs = []config.AuthenticationMechanism
+type mechs = []sasl.Mechanism
 
 const (
 	secTLS       = false // TlsOnConnect
@@ -26,7 +25,7 @@ var dovecotDefault = []string{"PLAIN", "LOGIN", "CRAM-MD5", "SCRAM-SHA-1", "SCRA
 
 func TestChoose(t *testing.T) {
 	login := sasl.Choice{LoginCommand: true}
-	mech := func(m config.AuthenticationMechanism) sasl.Choice { return sasl.Choice{Mechanism: m} }
+	mech := func(m sasl.Mechanism) sasl.Choice { return sasl.Choice{Mechanism: m} }
 
 	for _, tc := range []struct {
 		name       string
@@ -37,37 +36,37 @@ func TestChoose(t *testing.T) {
 		{
 			name: "SCRAM over PLAIN whatever the configured order",
 			s:    sasl.Situation{Permitted: mechs{"PLAIN", "SCRAM-SHA-256"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.ScramSHA256),
+			want: mech(sasl.ScramSHA256),
 		},
 		{
 			name: "strongest of everything permitted",
 			s:    sasl.Situation{Permitted: mechs{"LOGIN", "PLAIN", "CRAM-MD5", "SCRAM-SHA-1", "SCRAM-SHA-256"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.ScramSHA256),
+			want: mech(sasl.ScramSHA256),
 		},
 		{
 			name: "SCRAM-SHA-1 over CRAM-MD5",
 			s:    sasl.Situation{Permitted: mechs{"CRAM-MD5", "SCRAM-SHA-1"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.ScramSHA1),
+			want: mech(sasl.ScramSHA1),
 		},
 		{
 			name: "CRAM-MD5 over PLAIN",
 			s:    sasl.Situation{Permitted: mechs{"PLAIN", "CRAM-MD5"}, Advertised: []string{"PLAIN", "CRAM-MD5"}, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.CramMD5),
+			want: mech(sasl.CramMD5),
 		},
 		{
 			name: "PLAIN over LOGIN",
 			s:    sasl.Situation{Permitted: mechs{"LOGIN", "PLAIN"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.Plain),
+			want: mech(sasl.Plain),
 		},
 		{
 			name: "names match ignoring case, with or without AUTH=",
 			s:    sasl.Situation{Permitted: mechs{"scram-sha-1"}, Advertised: []string{"AUTH=Scram-Sha-1", "auth=plain"}, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.ScramSHA1),
+			want: mech(sasl.ScramSHA1),
 		},
 		{
 			name: "an advertised mechanism that is not permitted is never chosen",
 			s:    sasl.Situation{Permitted: mechs{"PLAIN"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.Plain),
+			want: mech(sasl.Plain),
 		},
 		{
 			name: "unimplemented survivors are passed over",
@@ -76,7 +75,7 @@ func TestChoose(t *testing.T) {
 				Advertised:         []string{"SCRAM-SHA-512", "SCRAM-SHA-256-PLUS", "DIGEST-MD5", "NTLM", "SCRAM-SHA-1"},
 				CanStayUnencrypted: secTLS, Encrypted: true,
 			},
-			want: mech(config.ScramSHA1),
+			want: mech(sasl.ScramSHA1),
 		},
 		{
 			name:       "only unimplemented survivors and no clear-text permission",
@@ -126,12 +125,12 @@ func TestChoose(t *testing.T) {
 		{
 			name: "unencrypted without the opt-in: challenge-response still fine",
 			s:    sasl.Situation{Permitted: mechs{"PLAIN", "SCRAM-SHA-256"}, Advertised: []string{"PLAIN", "SCRAM-SHA-256"}, CanStayUnencrypted: secAuto, Encrypted: false},
-			want: mech(config.ScramSHA256),
+			want: mech(sasl.ScramSHA256),
 		},
 		{
 			name: "unencrypted with the opt-in: PLAIN",
 			s:    sasl.Situation{Permitted: mechs{"PLAIN"}, Advertised: []string{"PLAIN"}, CanStayUnencrypted: secNone, AllowClearTextOverUnencrypted: true},
-			want: mech(config.Plain),
+			want: mech(sasl.Plain),
 		},
 		{
 			name: "unencrypted with the opt-in: LOGIN command",
@@ -146,27 +145,27 @@ func TestChoose(t *testing.T) {
 		{
 			name: "encrypted on an opportunistic mode: no opt-in needed",
 			s:    sasl.Situation{Permitted: mechs{"PLAIN"}, Advertised: []string{"PLAIN"}, CanStayUnencrypted: secWhenAvail, Encrypted: true},
-			want: mech(config.Plain),
+			want: mech(sasl.Plain),
 		},
 		{
 			name: "password account never chooses a token mechanism",
 			s:    sasl.Situation{Permitted: mechs{"XOAUTH2", "OAUTHBEARER", "PLAIN"}, Advertised: []string{"XOAUTH2", "OAUTHBEARER", "PLAIN"}, CanStayUnencrypted: secTLS, Encrypted: true},
-			want: mech(config.Plain),
+			want: mech(sasl.Plain),
 		},
 		{
 			name: "token account prefers OAUTHBEARER",
 			s:    sasl.Situation{Permitted: mechs{"XOAUTH2", "OAUTHBEARER"}, Advertised: []string{"PLAIN", "XOAUTH2", "OAUTHBEARER"}, CanStayUnencrypted: secTLS, Encrypted: true, TokenAccount: true},
-			want: mech(config.OAuthBearer),
+			want: mech(sasl.OAuthBearer),
 		},
 		{
 			name: "token account with XOAUTH2 only",
 			s:    sasl.Situation{Permitted: mechs{"XOAUTH2", "OAUTHBEARER"}, Advertised: []string{"XOAUTH2", "PLAIN"}, CanStayUnencrypted: secTLS, Encrypted: true, TokenAccount: true},
-			want: mech(config.XOAuth2),
+			want: mech(sasl.XOAuth2),
 		},
 		{
 			name: "token account chooses only token mechanisms",
 			s:    sasl.Situation{Permitted: mechs{"OAUTHBEARER", "SCRAM-SHA-256"}, Advertised: []string{"OAUTHBEARER", "SCRAM-SHA-256"}, CanStayUnencrypted: secTLS, Encrypted: true, TokenAccount: true},
-			want: mech(config.OAuthBearer),
+			want: mech(sasl.OAuthBearer),
 		},
 		{
 			name:       "token account never falls back to the LOGIN command",
@@ -208,11 +207,11 @@ func TestChooseIgnoresConfiguredOrder(t *testing.T) {
 		rotated := append(append(mechs{}, all[i:]...), all[:i]...)
 		got, err := sasl.Situation{Permitted: rotated, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true}.Choose()
 		require.NoError(t, err)
-		require.Equal(t, config.ScramSHA256, got.Mechanism, rotated)
+		require.Equal(t, sasl.ScramSHA256, got.Mechanism, rotated)
 	}
 }
 
 func TestChoiceString(t *testing.T) {
 	require.Equal(t, "LOGIN command", sasl.Choice{LoginCommand: true}.String())
-	require.Equal(t, "SCRAM-SHA-256", sasl.Choice{Mechanism: config.ScramSHA256}.String())
+	require.Equal(t, "SCRAM-SHA-256", sasl.Choice{Mechanism: sasl.ScramSHA256}.String())
 }

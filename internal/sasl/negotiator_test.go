@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
@@ -19,9 +18,9 @@ func TestNegotiatorNeverRestoresAMechanism(t *testing.T) {
 		CanStayUnencrypted: secTLS, Encrypted: true,
 	})
 	// Narrowed: advertised and permitted only; never LOGIN or CRAM-MD5.
-	require.Equal(t, mechs{config.ScramSHA256, config.ScramSHA1, config.Plain}, n.Remaining())
+	require.Equal(t, mechs{sasl.ScramSHA256, sasl.ScramSHA1, sasl.Plain}, n.Remaining())
 
-	var tried []config.AuthenticationMechanism
+	var tried []sasl.Mechanism
 	for {
 		c, err := n.Next()
 		if err != nil {
@@ -33,12 +32,12 @@ func TestNegotiatorNeverRestoresAMechanism(t *testing.T) {
 		tried = append(tried, c.Mechanism)
 		n.After(c, errRejected)
 	}
-	require.Equal(t, mechs{config.ScramSHA256, config.ScramSHA1, config.Plain}, tried)
+	require.Equal(t, mechs{sasl.ScramSHA256, sasl.ScramSHA1, sasl.Plain}, tried)
 	require.Empty(t, n.Remaining())
 
 	// Failing again, or failing a mechanism it never had, brings nothing back.
-	n.After(sasl.Choice{Mechanism: config.ScramSHA256}, errRejected)
-	n.After(sasl.Choice{Mechanism: config.CramMD5}, errRejected)
+	n.After(sasl.Choice{Mechanism: sasl.ScramSHA256}, errRejected)
+	n.After(sasl.Choice{Mechanism: sasl.CramMD5}, errRejected)
 	_, err := n.Next()
 	require.ErrorIs(t, err, sasl.ErrNoMechanismLeft)
 }
@@ -78,7 +77,7 @@ func TestNegotiatorEndsWhenTheServerCannotProveItself(t *testing.T) {
 		n := sasl.NewNegotiator(sasl.Situation{Permitted: mechs{"PLAIN", "SCRAM-SHA-256"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true})
 		c, err := n.Next()
 		require.NoError(t, err)
-		require.Equal(t, config.ScramSHA256, c.Mechanism)
+		require.Equal(t, sasl.ScramSHA256, c.Mechanism)
 		n.After(c, cause)
 		_, err = n.Next()
 		require.ErrorIs(t, err, cause, "no fallback to PLAIN after a forged server signature")
@@ -91,5 +90,5 @@ func TestNegotiatorMechanismFailureFallsToNextStrongest(t *testing.T) {
 	n.After(c, &sasl.IterationCountError{Count: 100, Min: sasl.MinIterations, Max: sasl.MaxIterations})
 	c, err := n.Next()
 	require.NoError(t, err)
-	require.Equal(t, config.ScramSHA1, c.Mechanism)
+	require.Equal(t, sasl.ScramSHA1, c.Mechanism)
 }
