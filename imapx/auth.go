@@ -9,7 +9,6 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/mailfathom/mailfathom/imapx/internal/wire"
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
@@ -58,7 +57,7 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 		Permitted:                     permitted,
 		Advertised:                    caps.AuthMechanisms(),
 		LoginDisabled:                 caps.Has(imap.CapLoginDisabled),
-		CanStayUnencrypted:            config.ConnectionSecurity(security).CanStayUnencrypted(),
+		CanStayUnencrypted:            security.CanStayUnencrypted(),
 		AllowClearTextOverUnencrypted: ep.AllowClearTextOverUnencrypted,
 		Encrypted:                     encrypted,
 		TokenAccount:                  tokenAccount,

@@ -11,8 +11,9 @@ import (
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
-// ConnectionSecurity is how a connection to the IMAP server is protected. The
-// values are the names configuration uses (internal/config.ConnectionSecurity).
+// ConnectionSecurity is how a connection to the IMAP server is protected.
+// The values are also the names an account's configuration uses
+// (MAILFATHOM_ACCOUNTS_<i>_CONNECTION_SECURITY), matched exactly.
 type ConnectionSecurity string
 
 // The connection-security modes.
@@ -32,6 +33,26 @@ const (
 	// None never encrypts.
 	None ConnectionSecurity = "None"
 )
+
+// ConnectionSecurities lists the modes in documentation order.
+var ConnectionSecurities = []ConnectionSecurity{TLSOnConnect, StartTLSRequired, StartTLSWhenAvailable, Auto, None}
+
+// CanStayUnencrypted reports whether a connection in mode s may complete
+// without encryption (StartTLSWhenAvailable, Auto, None), which is what the
+// opt-ins AllowInsecureConnection and AllowClearTextOverUnencrypted guard.
+// It does not say whether a given connection ended up encrypted.
+func (s ConnectionSecurity) CanStayUnencrypted() bool {
+	return s == StartTLSWhenAvailable || s == Auto || s == None
+}
+
+// DefaultPort is the IMAP port for s: 993, the implicit-TLS port (RFC 8314),
+// for TLSOnConnect, and 143 otherwise.
+func (s ConnectionSecurity) DefaultPort() int {
+	if s == TLSOnConnect {
+		return 993
+	}
+	return 143
+}
 
 // Endpoint says where and as whom a session connects.
 type Endpoint struct {

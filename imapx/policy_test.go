@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
@@ -25,16 +24,16 @@ func TestPolicyEnforcedAtConnect(t *testing.T) {
 	}{
 		{"NoneWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowInsecureConnection = imapx.None, false
-		}, config.RuleUnencryptedConnectionRequiresExplicitOptIn},
+		}, imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"StartTLSWhenAvailableWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowInsecureConnection = imapx.StartTLSWhenAvailable, false
-		}, config.RuleUnencryptedConnectionRequiresExplicitOptIn},
+		}, imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"AutoWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowInsecureConnection = imapx.Auto, false
-		}, config.RuleUnencryptedConnectionRequiresExplicitOptIn},
+		}, imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"DefaultClearTextMechanismsOnNoneWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowClearTextOverUnencrypted, ep.PermittedMechanisms = imapx.None, false, nil
-		}, config.RuleClearTextAuthenticationRequiresExplicitOptIn},
+		}, imapx.RuleClearTextAuthenticationRequiresExplicitOptIn},
 		{"UnknownMode", func(ep *imapx.Endpoint) { ep.Security = "Opportunistic" }, imapx.RuleConnectionSecurityUnknown},
 	}
 	for _, tc := range cases {

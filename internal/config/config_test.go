@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
@@ -190,7 +191,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 			EarliestEmailReceivedDate:       time.Date(2026, time.March, 16, 0, 0, 0, 0, time.UTC),
 			RemotelyDeletedEmailDisposition: EraseLocalCopy,
 			TransportSecurity: TransportSecurity{
-				ConnectionSecurity:                SecurityStartTLSRequired,
+				ConnectionSecurity:                imapx.StartTLSRequired,
 				PermittedAuthenticationMechanisms: []sasl.Mechanism{sasl.ScramSHA256, sasl.Plain},
 				CertificateTrust:                  AdditionalTrustedAuthority,
 				TrustedCertificateAuthority:       secret.Reference{Scheme: "file", Target: "/etc/ca/SENTINEL.pem"},
@@ -207,7 +208,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 			Mode:                            ModePolling,
 			RemotelyDeletedEmailDisposition: RetainTombstone,
 			TransportSecurity: TransportSecurity{
-				ConnectionSecurity:                                    SecurityNone,
+				ConnectionSecurity:                                    imapx.None,
 				PermittedAuthenticationMechanisms:                     []sasl.Mechanism{sasl.Plain, sasl.Login},
 				AllowInsecureConnection:                               true,
 				AllowClearTextAuthenticationOverUnencryptedConnection: true,

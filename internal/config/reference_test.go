@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
 )
 
 // documentedVariables reads the variable tables of REFERENCE.md: name to the
@@ -71,8 +73,8 @@ func TestReferenceDocumentsRuleIdentities(t *testing.T) {
 	doc, err := os.ReadFile("REFERENCE.md")
 	require.NoError(t, err)
 	for _, rule := range []string{
-		RuleUnencryptedConnectionRequiresExplicitOptIn,
-		RuleClearTextAuthenticationRequiresExplicitOptIn,
+		imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
+		imapx.RuleClearTextAuthenticationRequiresExplicitOptIn,
 		RuleTrustAnchorNotExpected,
 		RuleTrustAnchorRequired,
 		RuleTrustAnchorPasswordWithoutTrustAnchor,

@@ -3,46 +3,10 @@ package config
 import (
 	"strings"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
-
-// ConnectionSecurity is how a connection to the IMAP server is protected.
-type ConnectionSecurity string
-
-// The connection-security modes.
-const (
-	// SecurityTLSOnConnect encrypts immediately with implicit TLS.
-	SecurityTLSOnConnect ConnectionSecurity = "TlsOnConnect"
-	// SecurityStartTLSRequired requires STARTTLS and fails when the server does not
-	// advertise it.
-	SecurityStartTLSRequired ConnectionSecurity = "StartTlsRequired"
-	// SecurityStartTLSWhenAvailable uses STARTTLS when advertised and otherwise
-	// continues unencrypted.
-	SecurityStartTLSWhenAvailable ConnectionSecurity = "StartTlsWhenAvailable"
-	// SecurityAuto lets the client negotiate and continues unencrypted when the
-	// server offers no encryption.
-	SecurityAuto ConnectionSecurity = "Auto"
-	// SecurityNone uses no encryption.
-	SecurityNone ConnectionSecurity = "None"
-)
-
-// ConnectionSecurities lists the modes in documentation order.
-var ConnectionSecurities = []ConnectionSecurity{SecurityTLSOnConnect, SecurityStartTLSRequired, SecurityStartTLSWhenAvailable, SecurityAuto, SecurityNone}
-
-// CanStayUnencrypted reports whether a connection in mode s may complete
-// without encryption, which is what the opt-ins guard.
-func (s ConnectionSecurity) CanStayUnencrypted() bool {
-	return s == SecurityStartTLSWhenAvailable || s == SecurityAuto || s == SecurityNone
-}
-
-// DefaultPort is the IMAP port for s: 993 for TlsOnConnect, 143 otherwise.
-func (s ConnectionSecurity) DefaultPort() int {
-	if s == SecurityTLSOnConnect {
-		return 993
-	}
-	return 143
-}
 
 // CertificateTrust selects what a server certificate's chain must end at.
 type CertificateTrust string
@@ -59,16 +23,14 @@ const (
 // CertificateTrusts lists the trust sources in documentation order.
 var CertificateTrusts = []CertificateTrust{SystemTrustStore, AdditionalTrustedAuthority}
 
-// The transport-security rule identities, appended in brackets to the
-// problem that reports a violation.
+// The transport-security rule identities configuration reports itself,
+// appended in brackets to the problem that reports a violation. The rules
+// about unencrypted connections and clear-text authentication are the
+// adapter's (imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
+// imapx.RuleClearTextAuthenticationRequiresExplicitOptIn), which enforces
+// them again before it connects; configuration reports them under the same
+// identities.
 const (
-	// RuleUnencryptedConnectionRequiresExplicitOptIn: a mode that can stay
-	// unencrypted without ALLOW_INSECURE_CONNECTION.
-	RuleUnencryptedConnectionRequiresExplicitOptIn = "UnencryptedConnectionRequiresExplicitOptIn"
-	// RuleClearTextAuthenticationRequiresExplicitOptIn: PLAIN or LOGIN on a
-	// mode that can stay unencrypted without
-	// ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION.
-	RuleClearTextAuthenticationRequiresExplicitOptIn = "ClearTextAuthenticationRequiresExplicitOptIn"
 	// RuleTrustAnchorNotExpected: SystemTrustStore with a trusted
 	// certificate authority configured.
 	RuleTrustAnchorNotExpected = "TrustAnchorNotExpected"
@@ -83,7 +45,7 @@ const (
 type TransportSecurity struct {
 	// ConnectionSecurity is MAILFATHOM_ACCOUNTS_<i>_CONNECTION_SECURITY.
 	// Default TlsOnConnect.
-	ConnectionSecurity ConnectionSecurity
+	ConnectionSecurity imapx.ConnectionSecurity
 	// PermittedAuthenticationMechanisms is
 	// MAILFATHOM_ACCOUNTS_<i>_PERMITTED_AUTHENTICATION_MECHANISMS, a
 	// comma-separated allow-list matched ignoring case, stored in canonical
@@ -171,7 +133,7 @@ type rawTransport struct {
 func convertTransport(c *converter, i int, label string, raw rawTransport) (t TransportSecurity, ok, mechanismsOK bool) {
 	v := func(name string) string { return accountVar(i, name) }
 
-	t.ConnectionSecurity, ok = enum(c, v("CONNECTION_SECURITY"), raw.ConnectionSecurity, ConnectionSecurities)
+	t.ConnectionSecurity, ok = enum(c, v("CONNECTION_SECURITY"), raw.ConnectionSecurity, imapx.ConnectionSecurities)
 	t.PermittedAuthenticationMechanisms, mechanismsOK = convertMechanisms(c, v("PERMITTED_AUTHENTICATION_MECHANISMS"), raw.PermittedAuthenticationMechanisms)
 	t.AllowInsecureConnection = c.boolean(v("ALLOW_INSECURE_CONNECTION"), raw.AllowInsecureConnection)
 	t.AllowClearTextAuthenticationOverUnencryptedConnection = c.boolean(v("ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION"), raw.AllowClearTextAuthenticationOverUnencryptedConnection)
@@ -189,13 +151,13 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 
 	if ok && t.ConnectionSecurity.CanStayUnencrypted() {
 		if !t.AllowInsecureConnection {
-			c.addRule(v("CONNECTION_SECURITY"), RuleUnencryptedConnectionRequiresExplicitOptIn,
+			c.addRule(v("CONNECTION_SECURITY"), imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
 				"%s: An unencrypted connection requires AllowInsecureConnection.", label)
 		}
 		for _, m := range t.PermittedAuthenticationMechanisms {
 			if m.ClearText() {
 				if !t.AllowClearTextAuthenticationOverUnencryptedConnection {
-					c.addRule(v("PERMITTED_AUTHENTICATION_MECHANISMS"), RuleClearTextAuthenticationRequiresExplicitOptIn,
+					c.addRule(v("PERMITTED_AUTHENTICATION_MECHANISMS"), imapx.RuleClearTextAuthenticationRequiresExplicitOptIn,
 						"%s: Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection.", label)
 				}
 				break
