@@ -89,9 +89,10 @@
 // imapx/internal/wire (see Reconciliation): a bounded decoder that reads
 // literals by their length, so that a server cannot desynchronize it, and
 // fails with ErrMalformedResponse, never a panic, on input it cannot parse.
-// The socket, the command watchdog and the error types live there too, so
-// both kinds of connection fail the same way; this package exports those
-// errors under the same names (*CommandError, *TransportError,
-// ErrMalformedResponse, ErrProtocolViolation, ErrNoFolder are the same
-// types and values).
+// The socket, the command watchdog and the causes of a *TransportError live
+// there too, so both kinds of connection fail the same way: the
+// reconciliation connection's errors are turned into this package's
+// *CommandError and *TransportError at the boundary, and
+// ErrMalformedResponse, ErrProtocolViolation and ErrNoFolder are the same
+// values in both packages.
 package imapx

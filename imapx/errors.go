@@ -104,16 +104,51 @@ func (e *TokenError) Error() string { return "imapx: obtain access token: " + e.
 func (e *TokenError) Unwrap() error { return e.Err }
 
 // CommandError reports that the server answered a command with NO or BAD. It
-// is terminal; the connection stays usable. It is the same type on the
-// session's connection and on the reconciliation connection.
-type CommandError = wire.CommandError
+// is terminal; the connection stays usable.
+type CommandError struct {
+	Command string // e.g. "EXAMINE", "UID FETCH"
+	Status  string // "NO" or "BAD"
+	Code    string // response code, e.g. "NONEXISTENT"; may be empty
+}
+
+func (e *CommandError) Error() string {
+	s := "imapx: " + e.Command + " answered " + e.Status
+	if e.Code != "" {
+		s += " [" + e.Code + "]"
+	}
+	return s
+}
 
 // TransportError reports that the connection failed during an operation: it
 // was dropped or closed, timed out, or the response stream could not be
 // parsed. It is transient. The connection is unusable afterwards; Recover
-// replaces it. Op names the command or step, e.g. "UID FETCH", "dial",
-// "TLS handshake"; the text of the cause Err is not part of Error().
-type TransportError = wire.TransportError
+// replaces it.
+type TransportError struct {
+	Op  string // the command or step, e.g. "UID FETCH", "dial", "TLS handshake"
+	Err error  // the cause; its text is not part of Error()
+}
+
+func (e *TransportError) Error() string {
+	return "imapx: " + e.Op + ": " + wire.TransportKind(e.Err)
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// fromWire turns an error of the reconciliation connection's command layer
+// into this package's: its *wire.CommandError and *wire.TransportError
+// become *CommandError and *TransportError with the same fields (and so the
+// same text and cause). Everything else it returns (the caller's context
+// error, wrapped; ErrNoFolder; ErrProtocolViolation, wrapped; a refused
+// request) is already what this package returns, and passes unchanged.
+func fromWire(err error) error {
+	switch e := err.(type) {
+	case *wire.CommandError:
+		return &CommandError{Command: e.Command, Status: e.Status, Code: e.Code}
+	case *wire.TransportError:
+		return &TransportError{Op: e.Op, Err: e.Err}
+	}
+	return err
+}
 
 // TLSError reports a TLS handshake the client refused or the server aborted:
 // an untrusted or mismatching certificate, a protocol version or alert, or a

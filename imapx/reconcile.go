@@ -14,15 +14,15 @@ import (
 )
 
 // FetchItem is the name of a FETCH data item (RFC 3501 §6.4.5).
-type FetchItem = wire.FetchItem
+type FetchItem string
 
 // The data items the reconciliation pass may ask for.
 const (
-	FetchFlags = wire.FetchFlags
-	FetchUID   = wire.FetchUID
+	FetchFlags FetchItem = "FLAGS"
+	FetchUID   FetchItem = "UID"
 	// FetchModSeq is the message's mod-sequence (RFC 7162 §3.1.4), asked for
 	// in addition to ReconcileItems where CONDSTORE is in use.
-	FetchModSeq = wire.FetchModSeq
+	FetchModSeq FetchItem = "MODSEQ"
 )
 
 // ReconcileItems is the only message data Reconcile asks for: the flags and
@@ -31,11 +31,15 @@ const (
 // is refused by the command itself before it is sent.)
 var ReconcileItems = [...]FetchItem{FetchFlags, FetchUID}
 
-// reconcileItems returns the FETCH items for mode.
-func reconcileItems(mode ReconcileMode) []FetchItem {
-	items := slices.Clone(ReconcileItems[:])
+// reconcileItems returns the FETCH items for mode, as the reconciliation
+// connection's UID FETCH takes them.
+func reconcileItems(mode ReconcileMode) []wire.FetchItem {
+	items := make([]wire.FetchItem, 0, len(ReconcileItems)+1)
+	for _, it := range ReconcileItems {
+		items = append(items, wire.FetchItem(it))
+	}
 	if mode != Plain {
-		items = append(items, FetchModSeq)
+		items = append(items, wire.FetchItem(FetchModSeq))
 	}
 	return items
 }
@@ -229,9 +233,9 @@ func (s *ReadSession) Reconcile(ctx context.Context, window []uint32, sinceModSe
 			commands++
 		}
 		rs.phase = phaseFetch
-		err := w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
+		err := fromWire(w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
 			Set: ch.Set, Items: items, ChangedSince: since, Vanished: since > 0 && mode == QResync,
-		}, rs.handle)
+		}, rs.handle))
 		if err != nil {
 			return ReconcileAnswer{}, err
 		}
@@ -354,7 +358,7 @@ func (s *ReadSession) reconcileFolder(ctx context.Context) (*wire.Conn, wire.Exa
 	}
 	st, err := w.Examine(ctx, s.opts.commandTimeout(), s.folder, connMode(w) == CondStore)
 	if err != nil {
-		return nil, wire.ExamineData{}, err
+		return nil, wire.ExamineData{}, fromWire(err)
 	}
 	if st.UIDValidity != s.state.UIDValidity {
 		s.recreated = true
@@ -384,6 +388,7 @@ func (s *ReadSession) reconcileConn(ctx context.Context) (*wire.Conn, error) {
 		// Enabled remembers whether the server confirmed it; a refusal
 		// (*CommandError) leaves the connection usable in CondStore mode.
 		_, err := w.Enable(ctx, s.opts.commandTimeout(), string(imap.CapQResync))
+		err = fromWire(err)
 		var cmdErr *CommandError
 		if err != nil && !errors.As(err, &cmdErr) {
 			w.Shutdown()
@@ -457,7 +462,7 @@ func (rs *reconcileState) chunk(ch wire.Chunk) {
 func (rs *reconcileState) search(ctx context.Context, w *wire.Conn, timeout time.Duration, set string) error {
 	rs.phase, rs.searchAnswers = phaseSearch, 0
 	if err := w.UIDSearch(ctx, timeout, set, rs.handle); err != nil {
-		return err
+		return fromWire(err)
 	}
 	if rs.violation != nil {
 		return rs.violation

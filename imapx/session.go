@@ -261,7 +261,7 @@ func (s *ReadSession) Close() error {
 	var wireErr error
 	if w := s.wire; w != nil {
 		s.wire = nil
-		wireErr = w.Close(min(s.opts.commandTimeout(), logoutTimeout))
+		wireErr = fromWire(w.Close(min(s.opts.commandTimeout(), logoutTimeout)))
 	}
 	err := s.closeMain()
 	if err == nil {

@@ -43,9 +43,10 @@
 // Anything that ends the conversation (a write or read failure, a
 // malformed response, a BYE, the command's timeout) kills the Socket and
 // is a *TransportError; the caller's own context ending is returned as its
-// error, wrapped, so that errors.Is(err, context.Canceled) holds. These error types and sentinels are imapx's: it exports them
-// under the same names, so errors.Is and errors.As see one identity
-// whichever layer returned an error.
+// error, wrapped, so that errors.Is(err, context.Canceled) holds. The
+// sentinel errors are imapx's, which exports them as the same values; the
+// two error types stay below the adapter, which turns them into its own
+// types of the same name and fields.
 //
 // # What it does not do
 //

@@ -8,10 +8,13 @@ import (
 	"syscall"
 )
 
-// The errors of this file are the adapter's own: package imapx exports each
-// of them under the same name (as a type alias or the same variable), so a
-// caller's errors.Is and errors.As see one identity whichever layer
-// returned the error. That is also why their texts say "imapx".
+// The sentinel errors of this file are the adapter's own: package imapx
+// exports each of them as the same variable, so a caller's errors.Is sees
+// one identity whichever layer returned the error, and that is why their
+// texts say "imapx". The two error types are this package's: imapx turns
+// each into its own type of the same name and fields at its boundary,
+// because the Go type of an error is part of what MailFathom reports about
+// a failure.
 //
 // Error texts name the command, the status and the response code only: a
 // server's response text, a folder path, a user name or anything taken from
@@ -33,7 +36,7 @@ var ErrProtocolViolation = errors.New("imapx: server response violates the proto
 // is.
 var ErrNoFolder = errors.New("imapx: no folder is open")
 
-// The causes a *TransportError names by kind (see TransportError.Error).
+// The causes a *TransportError names by kind (see TransportKind).
 var (
 	// ErrConnectionUnusable: the connection was killed by an earlier
 	// failure and takes no further command.
@@ -60,23 +63,24 @@ func (e *CommandError) Error() string {
 	return s
 }
 
-// TransportError reports that the connection failed during an operation: it
+// TransportError reports that the connection failed during a command: it
 // was dropped or closed, timed out, or the response stream could not be
 // parsed. It is transient. The connection is unusable afterwards.
 type TransportError struct {
-	Op  string // the command or step, e.g. "UID FETCH", "dial", "TLS handshake"
+	Op  string // the command, e.g. "UID FETCH"
 	Err error  // the cause; its text is not part of Error()
 }
 
 func (e *TransportError) Error() string {
-	return "imapx: " + e.Op + ": " + transportKind(e.Err)
+	return "imapx: " + e.Op + ": " + TransportKind(e.Err)
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// transportKind describes a transport failure without its text, which can
-// quote server bytes (go-imap's parse errors do).
-func transportKind(err error) string {
+// TransportKind describes the cause of a transport failure, on any of the
+// adapter's connections, without its text, which can quote server bytes
+// (go-imap's parse errors do).
+func TransportKind(err error) string {
 	var ne net.Error
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
