@@ -8,7 +8,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
@@ -30,7 +30,7 @@ import (
 // which builds its response in a slice it zeroes.
 
 // defaultPermitted is configuration's default allow-list.
-var defaultPermitted = []config.AuthenticationMechanism{config.Plain, config.Login}
+var defaultPermitted = []sasl.Mechanism{sasl.Plain, sasl.Login}
 
 // authenticate logs c in as ep.Username over a connection that is
 // encrypted or not. A rejected credential is an *AuthenticationError; no
@@ -39,7 +39,7 @@ var defaultPermitted = []config.AuthenticationMechanism{config.Plain, config.Log
 func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encrypted bool) error {
 	caps := c.Caps()
 	if caps == nil {
-		return &TransportError{Op: "CAPABILITY", Err: errConnectionUnusable}
+		return &TransportError{Op: "CAPABILITY", Err: wire.ErrConnectionUnusable}
 	}
 	tokenAccount := ep.Token != nil
 	if tokenAccount && ep.Password != nil {
@@ -57,7 +57,7 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 		Permitted:                     permitted,
 		Advertised:                    caps.AuthMechanisms(),
 		LoginDisabled:                 caps.Has(imap.CapLoginDisabled),
-		Security:                      config.ConnectionSecurity(security),
+		CanStayUnencrypted:            security.CanStayUnencrypted(),
 		AllowClearTextOverUnencrypted: ep.AllowClearTextOverUnencrypted,
 		Encrypted:                     encrypted,
 		TokenAccount:                  tokenAccount,
@@ -89,7 +89,7 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 	switch {
 	case choice.LoginCommand:
 		err = c.Login(ep.Username, string(password)).Wait()
-	case choice.Mechanism == config.Plain:
+	case choice.Mechanism == sasl.Plain:
 		mechanism = "PLAIN"
 		pc := &plainClient{username: ep.Username, password: password}
 		err = c.Authenticate(pc)
@@ -108,7 +108,7 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 // authenticateWithToken runs mechanism, OAUTHBEARER or XOAUTH2, with a
 // token obtained now from ep.Token. A refused token is an
 // *AuthenticationError, after ep.TokenRefused has been told.
-func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoint, mechanism config.AuthenticationMechanism) error {
+func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoint, mechanism sasl.Mechanism) error {
 	token, err := ep.Token(ctx)
 	defer clear(token)
 	if err != nil {

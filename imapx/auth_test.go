@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 )
@@ -24,7 +23,7 @@ func TestAuthenticationFollowsTheAllowList(t *testing.T) {
 		t.Parallel()
 		b := setup(t, srv)
 		ep := b.endpoint(imapx.TLSOnConnect)
-		ep.PermittedMechanisms = []config.AuthenticationMechanism{config.Plain, config.ScramSHA256}
+		ep.PermittedMechanisms = []sasl.Mechanism{sasl.Plain, sasl.ScramSHA256}
 		s := b.open(ep, imapx.SessionOptions{})
 		require.NotNil(t, s)
 		srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", 5*time.Second)
@@ -34,7 +33,7 @@ func TestAuthenticationFollowsTheAllowList(t *testing.T) {
 		t.Parallel()
 		b := setup(t, srv)
 		ep := b.endpoint(imapx.TLSOnConnect)
-		ep.PermittedMechanisms = []config.AuthenticationMechanism{config.CramMD5}
+		ep.PermittedMechanisms = []sasl.Mechanism{sasl.CramMD5}
 		_, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 		require.ErrorIs(t, err, sasl.ErrMechanismUnavailable)
 		require.Contains(t, err.Error(), "MailAuthenticationMechanismUnavailable")

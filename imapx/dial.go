@@ -11,9 +11,7 @@ import (
 	"io"
 	"mime"
 	"net"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,15 +19,15 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/emersion/go-message/charset"
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
-// conn is one IMAP connection of a session.
+// conn is one IMAP connection of a session while go-imap drives it.
 type conn struct {
-	raw    net.Conn // the dialed socket: closing it unblocks every reader and writer
+	sock   *wire.Socket // the dialed socket, its broken flag and its kill
 	client *imapclient.Client
 	tls    bool
-	broken atomic.Bool
 	// expunges counts the EXPUNGE responses the server sent outside an
 	// EXPUNGE command: another session removed messages from the open
 	// folder.
@@ -38,10 +36,7 @@ type conn struct {
 
 // kill marks the connection unusable and closes the socket without a word
 // to the server. Safe to call more than once and from any goroutine.
-func (c *conn) kill() {
-	c.broken.Store(true)
-	_ = c.raw.Close()
-}
+func (c *conn) kill() { c.sock.Kill() }
 
 // closeWait bounds how long closing waits for go-imap's reader goroutine.
 const closeWait = 5 * time.Second
@@ -61,56 +56,6 @@ func (c *conn) shutdown() {
 	}
 }
 
-// watchdog closes a connection when a command runs longer than its timeout
-// or when the caller's context ends. pause and resume exclude stretches of
-// time that are not the server's (the caller's callback).
-type watchdog struct {
-	cn      *conn
-	timeout time.Duration
-	timer   *time.Timer
-	stopCtx func() bool
-
-	mu     sync.Mutex
-	reason error // os.ErrDeadlineExceeded or the context's error, once fired
-	done   bool
-}
-
-func startWatchdog(ctx context.Context, cn *conn, timeout time.Duration) *watchdog {
-	w := &watchdog{cn: cn, timeout: timeout}
-	w.timer = time.AfterFunc(timeout, func() { w.fire(errTimedOut) })
-	w.stopCtx = context.AfterFunc(ctx, func() { w.fire(ctx.Err()) })
-	return w
-}
-
-// errTimedOut is the cause of a TransportError for a command that ran longer
-// than CommandTimeout. It wraps os.ErrDeadlineExceeded, which a caller's
-// context deadline (context.DeadlineExceeded) does not.
-var errTimedOut = fmt.Errorf("command timed out: %w", os.ErrDeadlineExceeded)
-
-func (w *watchdog) fire(reason error) {
-	w.mu.Lock()
-	if w.done || w.reason != nil {
-		w.mu.Unlock()
-		return
-	}
-	w.reason = reason
-	w.mu.Unlock()
-	w.cn.kill()
-}
-
-func (w *watchdog) pause()  { w.timer.Stop() }
-func (w *watchdog) resume() { w.timer.Reset(w.timeout) }
-
-// stop disarms the watchdog and returns why it fired, or nil.
-func (w *watchdog) stop() error {
-	w.timer.Stop()
-	w.stopCtx()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
-	return w.reason
-}
-
 // wordDecoder decodes RFC 2047 words in envelopes with go-message's charset
 // collection rather than only UTF-8 and Latin-1.
 var wordDecoder = &mime.WordDecoder{CharsetReader: charset.Reader}
@@ -123,7 +68,7 @@ func dial(ctx context.Context, ep Endpoint, opts SessionOptions) (*conn, imap.Ca
 
 // dialVia is dial with h, when not nil, put between the protected stream
 // and go-imap, so that the connection can be taken over from go-imap once
-// it is authenticated (wire_dial.go).
+// it is authenticated (handoff.go).
 func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) (_ *conn, _ imap.CapSet, err error) {
 	timeout := opts.commandTimeout()
 	if err := ep.checkPolicy(); err != nil {
@@ -159,15 +104,15 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 			return nil, nil, fmt.Errorf("imapx: dial: %w", ctx.Err())
 		}
 		if dialCtx.Err() != nil {
-			err = errTimedOut
+			err = wire.ErrTimedOut
 		}
 		return nil, nil, &TransportError{Op: "dial", Err: err}
 	}
 
-	cn := &conn{raw: raw}
-	w := startWatchdog(ctx, cn, timeout)
+	cn := &conn{sock: wire.NewSocket(raw)}
+	w := wire.StartWatchdog(ctx, cn.sock, timeout)
 	defer func() {
-		reason := w.stop()
+		reason := w.Stop()
 		if err == nil {
 			return
 		}
@@ -176,7 +121,7 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 		case ctx.Err() != nil:
 			err = fmt.Errorf("imapx: connect: %w", ctx.Err())
 		case reason != nil:
-			err = &TransportError{Op: "connect", Err: errTimedOut}
+			err = &TransportError{Op: "connect", Err: wire.ErrTimedOut}
 		}
 		cn.shutdown()
 	}()
@@ -220,7 +165,7 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 	if err := cn.client.WaitGreeting(); err != nil {
 		var imapErr *imap.Error
 		if errors.As(err, &imapErr) {
-			return nil, nil, &TransportError{Op: "greeting", Err: errServerBye}
+			return nil, nil, &TransportError{Op: "greeting", Err: wire.ErrServerBye}
 		}
 		return nil, nil, &TransportError{Op: "greeting", Err: err}
 	}
@@ -232,7 +177,7 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 	fix.Stop()
 	caps := cn.client.Caps()
 	if caps == nil {
-		return nil, nil, &TransportError{Op: "CAPABILITY", Err: errConnectionUnusable}
+		return nil, nil, &TransportError{Op: "CAPABILITY", Err: wire.ErrConnectionUnusable}
 	}
 	return cn, caps.Copy(), nil
 }
@@ -302,7 +247,7 @@ func negotiatePlain(ctx context.Context, raw net.Conn, security ConnectionSecuri
 	}
 	switch status {
 	case "BYE":
-		return nil, false, &TransportError{Op: "greeting", Err: errServerBye}
+		return nil, false, &TransportError{Op: "greeting", Err: wire.ErrServerBye}
 	case "PREAUTH":
 		// STARTTLS is only possible before authentication.
 		if security == StartTLSRequired {

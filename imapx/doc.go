@@ -41,12 +41,13 @@
 // message data it asks for.
 //
 // It runs on a second connection of the session, opened on first use with
-// the same dial, TLS policy and authentication, then driven by this
-// package's own command and response layer (wire*.go): go-imap's client
+// the same dial, TLS policy and authentication, then taken over from
+// go-imap and driven by the adapter's own command and response layer,
+// package imapx/internal/wire, one file per command: go-imap's client
 // refuses ENABLE QRESYNC, cannot parse the VANISHED responses that follow
-// it, and has no way to send a command it does not know. Keeping QRESYNC off
-// the session's own connection also keeps every go-imap command there safe
-// from a VANISHED it would die on. That connection sends only ENABLE,
+// it, and has no way to send a command it does not know. Keeping QRESYNC
+// off the session's own connection also keeps every go-imap command there
+// safe from a VANISHED it would die on. That connection sends only ENABLE,
 // EXAMINE, UID FETCH of FLAGS, UID and MODSEQ, UID SEARCH and LOGOUT.
 //
 // # Failures
@@ -84,8 +85,14 @@
 // is checked before it is expanded into UIDs. A message body literal that
 // ends early kills the connection instead of letting go-imap read it a
 // second time concurrently with its own reader. ENABLE QRESYNC, VANISHED
-// and the other responses of reconciliation are this package's own code
-// (see Reconciliation): a bounded decoder that reads literals by their
-// length, so that a server cannot desynchronize it, and fails with
-// ErrMalformedResponse, never a panic, on input it cannot parse.
+// and the other responses of reconciliation are the adapter's own code in
+// imapx/internal/wire (see Reconciliation): a bounded decoder that reads
+// literals by their length, so that a server cannot desynchronize it, and
+// fails with ErrMalformedResponse, never a panic, on input it cannot parse.
+// The socket, the command watchdog and the causes of a *TransportError live
+// there too, so both kinds of connection fail the same way: the
+// reconciliation connection's errors are turned into this package's
+// *CommandError and *TransportError at the boundary, and
+// ErrMalformedResponse, ErrProtocolViolation and ErrNoFolder are the same
+// values in both packages.
 package imapx

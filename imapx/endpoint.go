@@ -8,11 +8,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
-// ConnectionSecurity is how a connection to the IMAP server is protected. The
-// values are the names configuration uses (internal/config.ConnectionSecurity).
+// ConnectionSecurity is how a connection to the IMAP server is protected.
+// The values are also the names an account's configuration uses
+// (MAILFATHOM_ACCOUNTS_<i>_CONNECTION_SECURITY), matched exactly.
 type ConnectionSecurity string
 
 // The connection-security modes.
@@ -26,12 +27,32 @@ const (
 	// it and otherwise continues unencrypted.
 	StartTLSWhenAvailable ConnectionSecurity = "StartTlsWhenAvailable"
 	// Auto behaves as TLSOnConnect on port 993, the implicit-TLS port, and
-	// as StartTLSWhenAvailable on any other port. (This is what MailKit's
-	// SecureSocketOptions.Auto, the seed's reference, does.)
+	// as StartTLSWhenAvailable on any other port, as MailKit's
+	// SecureSocketOptions.Auto does.
 	Auto ConnectionSecurity = "Auto"
 	// None never encrypts.
 	None ConnectionSecurity = "None"
 )
+
+// ConnectionSecurities lists the modes in documentation order.
+var ConnectionSecurities = []ConnectionSecurity{TLSOnConnect, StartTLSRequired, StartTLSWhenAvailable, Auto, None}
+
+// CanStayUnencrypted reports whether a connection in mode s may complete
+// without encryption (StartTLSWhenAvailable, Auto, None), which is what the
+// opt-ins AllowInsecureConnection and AllowClearTextOverUnencrypted guard.
+// It does not say whether a given connection ended up encrypted.
+func (s ConnectionSecurity) CanStayUnencrypted() bool {
+	return s == StartTLSWhenAvailable || s == Auto || s == None
+}
+
+// DefaultPort is the IMAP port for s: 993, the implicit-TLS port (RFC 8314),
+// for TLSOnConnect, and 143 otherwise.
+func (s ConnectionSecurity) DefaultPort() int {
+	if s == TLSOnConnect {
+		return 993
+	}
+	return 143
+}
 
 // Endpoint says where and as whom a session connects.
 type Endpoint struct {
@@ -69,7 +90,7 @@ type Endpoint struct {
 	TokenRefused func()
 	// PermittedMechanisms is the account's SASL allow-list; empty means
 	// PLAIN and LOGIN, configuration's default. Its order is ignored.
-	PermittedMechanisms []config.AuthenticationMechanism
+	PermittedMechanisms []sasl.Mechanism
 	// AllowInsecureConnection is the account's AllowInsecureConnection
 	// opt-in, without which a mode that can stay unencrypted
 	// (StartTlsWhenAvailable, Auto, None) is refused before connecting.

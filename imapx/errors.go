@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // Error texts name the command, the status and the response code only: a
@@ -43,11 +45,11 @@ var ErrLoginDisabled = errors.New("imapx: the server offers no usable authentica
 // right: a folder without UIDVALIDITY, a search result with "*" or more UIDs
 // than any folder holds, bytes sent ahead of the TLS handshake after
 // STARTTLS. It is terminal: repeating the request gets the same answer.
-var ErrProtocolViolation = errors.New("imapx: server response violates the protocol")
+var ErrProtocolViolation = wire.ErrProtocolViolation
 
 // ErrNoFolder is returned by the search and fetch operations when no folder
 // is open (Examine was not called or failed).
-var ErrNoFolder = errors.New("imapx: no folder is open")
+var ErrNoFolder = wire.ErrNoFolder
 
 // ErrIncompleteAnswer is returned by Reconcile when the server's answer
 // leaves out data the command asked for: a FETCH response that names a UID
@@ -62,7 +64,7 @@ var ErrIncompleteAnswer = errors.New("imapx: the server's answer leaves out data
 // a bound (line, literal, nesting, count): the conversation can no longer
 // be trusted, so the connection is closed. It is transient, like every
 // *TransportError.
-var ErrMalformedResponse = errors.New("imapx: malformed or oversized server response")
+var ErrMalformedResponse = wire.ErrMalformedResponse
 
 // AuthenticationError reports that the server rejected the credential, a
 // password or a bearer token. It is terminal: repeating a rejected
@@ -127,39 +129,25 @@ type TransportError struct {
 }
 
 func (e *TransportError) Error() string {
-	return "imapx: " + e.Op + ": " + transportKind(e.Err)
+	return "imapx: " + e.Op + ": " + wire.TransportKind(e.Err)
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// transportKind describes a transport failure without its text, which can
-// quote server bytes (go-imap's parse errors do).
-func transportKind(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return "timed out"
-	case errors.Is(err, errConnectionUnusable):
-		return "connection unusable after an earlier failure; Recover replaces it"
-	case errors.Is(err, errNotConnected):
-		return "not connected"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return "connection closed"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "connection reset"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timed out"
-	case errors.As(err, &ne):
-		return "network error"
-	case errors.Is(err, errServerBye):
-		return "server refused the session (BYE)"
-	case errors.Is(err, ErrMalformedResponse):
-		return "malformed or oversized response"
-	default:
-		return "connection lost or response stream unreadable"
+// fromWire turns an error of the reconciliation connection's command layer
+// into this package's: its *wire.CommandError and *wire.TransportError
+// become *CommandError and *TransportError with the same fields (and so the
+// same text and cause). Everything else it returns (the caller's context
+// error, wrapped; ErrNoFolder; ErrProtocolViolation, wrapped; a refused
+// request) is already what this package returns, and passes unchanged.
+func fromWire(err error) error {
+	switch e := err.(type) {
+	case *wire.CommandError:
+		return &CommandError{Command: e.Command, Status: e.Status, Code: e.Code}
+	case *wire.TransportError:
+		return &TransportError{Op: e.Op, Err: e.Err}
 	}
+	return err
 }
 
 // TLSError reports a TLS handshake the client refused or the server aborted:
@@ -199,12 +187,7 @@ func (e *TLSError) Error() string {
 
 func (e *TLSError) Unwrap() error { return e.Err }
 
-var (
-	errConnectionUnusable = errors.New("connection unusable")
-	errNotConnected       = errors.New("not connected")
-	errServerBye          = errors.New("server greeted with BYE")
-	errInsecureSkipVerify = errors.New("imapx: TLS: a configuration that skips certificate verification is refused")
-)
+var errInsecureSkipVerify = errors.New("imapx: TLS: a configuration that skips certificate verification is refused")
 
 // IsTransient reports whether err is worth retrying on a new connection: a
 // dropped, closed or reset connection, end of file, a timeout of the

@@ -12,6 +12,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // maxSearchResults bounds how many UIDs one search may return. A folder
@@ -40,7 +42,7 @@ func (s *ReadSession) SearchUIDs(ctx context.Context, after uint32, since time.T
 		criteria.Since = since
 	}
 	var data *imap.SearchData
-	err := s.run(ctx, "UID SEARCH", func(c *imapclient.Client, _ *watchdog) error {
+	err := s.run(ctx, "UID SEARCH", func(c *imapclient.Client, _ *wire.Watchdog) error {
 		var err error
 		data, err = c.UIDSearch(criteria, s.searchOptions()).Wait()
 		return err
@@ -131,7 +133,7 @@ func (s *ReadSession) FetchMetadata(ctx context.Context, uids []uint32) ([]Messa
 	out := make([]MessageMetadata, 0, len(uids))
 	expungesBefore := s.expungeCount()
 	suspicious := false
-	err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *watchdog) error {
+	err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *wire.Watchdog) error {
 		cmd := c.Fetch(set, &imap.FetchOptions{
 			UID: true, Flags: true, InternalDate: true, RFC822Size: true, Envelope: true,
 		})
@@ -145,7 +147,7 @@ func (s *ReadSession) FetchMetadata(ctx context.Context, uids []uint32) ([]Messa
 			if err != nil {
 				return err
 			}
-			w.resume() // progress
+			w.Resume() // progress
 			if buf.UID == 0 {
 				continue
 			}
@@ -194,7 +196,7 @@ func (s *ReadSession) dropExpunged(ctx context.Context, ms []MessageMetadata) ([
 		fetched[i] = m.UID
 	}
 	var data *imap.SearchData
-	err := s.run(ctx, "UID SEARCH", func(c *imapclient.Client, _ *watchdog) error {
+	err := s.run(ctx, "UID SEARCH", func(c *imapclient.Client, _ *wire.Watchdog) error {
 		var err error
 		data, err = c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{uidSet(fetched)}}, s.searchOptions()).Wait()
 		return err
@@ -307,7 +309,7 @@ func (s *ReadSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes i
 		exceeded  int
 		total     int64
 	)
-	err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *watchdog) error {
+	err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *wire.Watchdog) error {
 		cmd := c.Fetch(set, &imap.FetchOptions{
 			UID:         true,
 			BodySection: []*imap.FetchItemBodySection{{Peek: true}},
@@ -346,7 +348,7 @@ func (s *ReadSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes i
 					buf, n, body.Exceeded, err = readLiteral(item.Literal, buf, maxBytes)
 					if err != nil {
 						abandoned = true
-						w.cn.kill()
+						w.Kill()
 						return err
 					}
 					hasBody = true
@@ -362,14 +364,14 @@ func (s *ReadSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes i
 			if body.Exceeded {
 				exceeded++
 			}
-			w.pause()
+			w.Pause()
 			err := fn(body)
-			w.resume()
+			w.Resume()
 			if err != nil {
 				if cerr := cmd.Close(); cerr != nil {
 					// The drain failed: the connection is of no further use,
 					// but fn's error is the one to report.
-					w.cn.kill()
+					w.Kill()
 				}
 				return &callerError{err: err}
 			}

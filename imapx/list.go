@@ -9,6 +9,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // ListFolders lists the selectable folders of the personal, other-users and
@@ -35,7 +37,7 @@ func (s *ReadSession) ListFolders(ctx context.Context) ([]Folder, error) {
 	patterns := []string{"*"}
 	if s.caps.Has(imap.CapNamespace) {
 		var ns *imap.NamespaceData
-		err := s.run(ctx, "NAMESPACE", func(c *imapclient.Client, _ *watchdog) error {
+		err := s.run(ctx, "NAMESPACE", func(c *imapclient.Client, _ *wire.Watchdog) error {
 			var err error
 			ns, err = c.Namespace().Wait()
 			return err
@@ -138,7 +140,7 @@ func hasAttr(attrs []imap.MailboxAttr, want imap.MailboxAttr) bool {
 // rest of the response without keeping it.
 func (s *ReadSession) list(ctx context.Context, pattern string, opts *imap.ListOptions, l *folderList) error {
 	tooLarge := false
-	err := s.run(ctx, "LIST", func(c *imapclient.Client, _ *watchdog) error {
+	err := s.run(ctx, "LIST", func(c *imapclient.Client, _ *wire.Watchdog) error {
 		cmd := c.List("", pattern, opts)
 		for d := cmd.Next(); d != nil; d = cmd.Next() {
 			if !tooLarge && !l.add(d) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // fakeServer is a scripted IMAP server on the far end of a net.Pipe, for
@@ -228,7 +230,7 @@ func TestIsTransient(t *testing.T) {
 	}{
 		{nil, false},
 		{&TransportError{Op: "UID FETCH", Err: io.ErrUnexpectedEOF}, true},
-		{&TransportError{Op: "UID FETCH", Err: errTimedOut}, true},
+		{&TransportError{Op: "UID FETCH", Err: wire.ErrTimedOut}, true},
 		{io.EOF, true},
 		{net.ErrClosed, true},
 		{&net.OpError{Op: "read", Err: errors.New("connection reset")}, true},

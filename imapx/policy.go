@@ -1,15 +1,11 @@
 package imapx
 
-import (
-	"github.com/mailfathom/mailfathom/internal/config"
-)
-
 // PolicyViolationError reports an endpoint whose transport security policy
 // breaks a rule configuration already enforces at startup. The adapter is
 // handed its policy and checks it again before it connects, so no code path
 // that builds an endpoint some other way can open a connection the
-// operator's rules refuse. Rule is the violation identity configuration
-// uses (config.Rule…). It is terminal.
+// operator's rules refuse. Rule is the violation identity, one of the
+// Rule… constants. It is terminal.
 type PolicyViolationError struct {
 	Rule   string
 	Reason string
@@ -19,9 +15,24 @@ func (e *PolicyViolationError) Error() string {
 	return "imapx: " + e.Reason + " [" + e.Rule + "]"
 }
 
-// RuleConnectionSecurityUnknown: a connection-security mode that is not one
-// of the five.
-const RuleConnectionSecurityUnknown = "ConnectionSecurityUnknown"
+// The transport-security rule identities the adapter reports.
+// Configuration refuses the same violations at startup under the same
+// identities, in brackets after the problem; a mode it does not know it
+// reports as a value that does not parse, without an identity.
+const (
+	// RuleConnectionSecurityUnknown: a connection-security mode that is not
+	// one of the five.
+	RuleConnectionSecurityUnknown = "ConnectionSecurityUnknown"
+	// RuleUnencryptedConnectionRequiresExplicitOptIn: a mode that can stay
+	// unencrypted without the AllowInsecureConnection opt-in
+	// (ALLOW_INSECURE_CONNECTION).
+	RuleUnencryptedConnectionRequiresExplicitOptIn = "UnencryptedConnectionRequiresExplicitOptIn"
+	// RuleClearTextAuthenticationRequiresExplicitOptIn: PLAIN or LOGIN
+	// permitted on a mode that can stay unencrypted without the
+	// AllowClearTextOverUnencrypted opt-in
+	// (ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION).
+	RuleClearTextAuthenticationRequiresExplicitOptIn = "ClearTextAuthenticationRequiresExplicitOptIn"
+)
 
 // checkPolicy applies the transport-security rules that concern a
 // connection (RFC 8314 §4 prefers implicit TLS; everything weaker is an
@@ -40,11 +51,11 @@ func (ep Endpoint) checkPolicy() error {
 	default:
 		return &PolicyViolationError{Rule: RuleConnectionSecurityUnknown, Reason: "the connection-security mode is not one of TlsOnConnect, StartTlsRequired, StartTlsWhenAvailable, Auto, None"}
 	}
-	if !config.ConnectionSecurity(security).CanStayUnencrypted() {
+	if !security.CanStayUnencrypted() {
 		return nil
 	}
 	if !ep.AllowInsecureConnection {
-		return &PolicyViolationError{Rule: config.RuleUnencryptedConnectionRequiresExplicitOptIn,
+		return &PolicyViolationError{Rule: RuleUnencryptedConnectionRequiresExplicitOptIn,
 			Reason: "a connection that can stay unencrypted requires AllowInsecureConnection"}
 	}
 	permitted := ep.PermittedMechanisms
@@ -52,8 +63,8 @@ func (ep Endpoint) checkPolicy() error {
 		permitted = defaultPermitted
 	}
 	for _, m := range permitted {
-		if config.AuthenticationMechanism(m).ClearText() && !ep.AllowClearTextOverUnencrypted {
-			return &PolicyViolationError{Rule: config.RuleClearTextAuthenticationRequiresExplicitOptIn,
+		if m.ClearText() && !ep.AllowClearTextOverUnencrypted {
+			return &PolicyViolationError{Rule: RuleClearTextAuthenticationRequiresExplicitOptIn,
 				Reason: "permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection"}
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
-	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
 // TestPolicyEnforcedAtConnect: the adapter checks the transport security
@@ -24,16 +24,16 @@ func TestPolicyEnforcedAtConnect(t *testing.T) {
 	}{
 		{"NoneWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowInsecureConnection = imapx.None, false
-		}, config.RuleUnencryptedConnectionRequiresExplicitOptIn},
+		}, imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"StartTLSWhenAvailableWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowInsecureConnection = imapx.StartTLSWhenAvailable, false
-		}, config.RuleUnencryptedConnectionRequiresExplicitOptIn},
+		}, imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"AutoWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowInsecureConnection = imapx.Auto, false
-		}, config.RuleUnencryptedConnectionRequiresExplicitOptIn},
+		}, imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"DefaultClearTextMechanismsOnNoneWithoutOptIn", func(ep *imapx.Endpoint) {
 			ep.Security, ep.AllowClearTextOverUnencrypted, ep.PermittedMechanisms = imapx.None, false, nil
-		}, config.RuleClearTextAuthenticationRequiresExplicitOptIn},
+		}, imapx.RuleClearTextAuthenticationRequiresExplicitOptIn},
 		{"UnknownMode", func(ep *imapx.Endpoint) { ep.Security = "Opportunistic" }, imapx.RuleConnectionSecurityUnknown},
 	}
 	for _, tc := range cases {
@@ -66,7 +66,7 @@ func TestPolicyEnforcedAtConnect(t *testing.T) {
 		s, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		ep.PermittedMechanisms = []config.AuthenticationMechanism{config.ScramSHA256}
+		ep.PermittedMechanisms = []sasl.Mechanism{sasl.ScramSHA256}
 		ep.AllowClearTextOverUnencrypted = false // not needed without clear-text mechanisms
 		s, err = imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 		require.NoError(t, err)

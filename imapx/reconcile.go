@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // FetchItem is the name of a FETCH data item (RFC 3501 §6.4.5).
@@ -29,11 +31,15 @@ const (
 // is refused by the command itself before it is sent.)
 var ReconcileItems = [...]FetchItem{FetchFlags, FetchUID}
 
-// reconcileItems returns the FETCH items for mode.
-func reconcileItems(mode ReconcileMode) []FetchItem {
-	items := slices.Clone(ReconcileItems[:])
+// reconcileItems returns the FETCH items for mode, as the reconciliation
+// connection's UID FETCH takes them.
+func reconcileItems(mode ReconcileMode) []wire.FetchItem {
+	items := make([]wire.FetchItem, 0, len(ReconcileItems)+1)
+	for _, it := range ReconcileItems {
+		items = append(items, wire.FetchItem(it))
+	}
 	if mode != Plain {
-		items = append(items, FetchModSeq)
+		items = append(items, wire.FetchItem(FetchModSeq))
 	}
 	return items
 }
@@ -42,8 +48,8 @@ func reconcileItems(mode ReconcileMode) []FetchItem {
 const MaxReconcileWindow = 100_000
 
 // ReconcileMode is the question Reconcile asks. It follows what the server
-// advertises after authentication (the seed's "Asking only about what
-// changed").
+// advertises after authentication, so that a server that can say what
+// changed is asked only about that.
 type ReconcileMode int
 
 const (
@@ -117,8 +123,8 @@ type ReconcileAnswer struct {
 	// HighestModSeq is the folder's HIGHESTMODSEQ as the EXAMINE right
 	// before the question reported it, 0 in Plain mode. Every change it
 	// covers was visible to the question, so it is what a checkpoint may
-	// record as the next sinceModSeq (the seed: only after a pass that
-	// emptied the folder's queue).
+	// record as the next sinceModSeq, and only after a pass that emptied
+	// the folder's queue.
 	HighestModSeq uint64
 	// FetchResponses counts the FETCH responses the server sent during the
 	// pass, solicited or not: a narrowed window on a quiet folder has none.
@@ -132,15 +138,17 @@ type ReconcileAnswer struct {
 // QRESYNC. Reconcile lowers it further, to Plain, for a folder that reports
 // NOMODSEQ; ReconcileAnswer.Mode says what was asked.
 func (s *ReadSession) ReconcileMode() ReconcileMode {
-	if s.wire != nil && s.wire.usable() {
-		return s.wire.mode()
+	if s.wire != nil && s.wire.Usable() {
+		return connMode(s.wire)
 	}
 	return modeFor(s.caps)
 }
 
-func (w *wireConn) mode() ReconcileMode {
-	m := modeFor(w.caps)
-	if m == QResync && !w.qresync {
+// connMode is the mode of the reconciliation connection w: what its server
+// advertised, lowered to CondStore unless it confirmed ENABLE QRESYNC.
+func connMode(w *wire.Conn) ReconcileMode {
+	m := modeFor(w.Caps())
+	if m == QResync && !w.Enabled(string(imap.CapQResync)) {
 		return CondStore
 	}
 	return m
@@ -204,30 +212,30 @@ func (s *ReadSession) Reconcile(ctx context.Context, window []uint32, sinceModSe
 	if err != nil {
 		return ReconcileAnswer{}, err
 	}
-	mode := w.mode()
-	if mode != Plain && (st.noModSeq || st.highestModSeq == 0) {
+	mode := connMode(w)
+	if mode != Plain && (st.NoModSeq || st.HighestModSeq == 0) {
 		mode = Plain
 	}
 	since := sinceModSeq
-	if mode == Plain || since > st.highestModSeq {
+	if mode == Plain || since > st.HighestModSeq {
 		since = 0
 	}
 	timeout := s.opts.commandTimeout()
 	rs := newReconcileState(uids)
 	items := reconcileItems(mode)
 	commands := 1 // EXAMINE
-	for _, ch := range chunkUIDs(uids, maxSetBytes) {
+	for _, ch := range wire.ChunkUIDs(uids, wire.MaxSetBytes) {
 		rs.chunk(ch)
 		if since > 0 && mode == CondStore {
-			if err := rs.search(ctx, w, timeout, ch.set); err != nil {
+			if err := rs.search(ctx, w, timeout, ch.Set); err != nil {
 				return ReconcileAnswer{}, err
 			}
 			commands++
 		}
 		rs.phase = phaseFetch
-		err := w.uidFetch(ctx, timeout, fetchRequest{
-			set: ch.set, items: items, changedSince: since, vanished: since > 0 && mode == QResync,
-		}, rs.handle)
+		err := fromWire(w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
+			Set: ch.Set, Items: items, ChangedSince: since, Vanished: since > 0 && mode == QResync,
+		}, rs.handle))
 		if err != nil {
 			return ReconcileAnswer{}, err
 		}
@@ -275,7 +283,7 @@ func (s *ReadSession) Reconcile(ctx context.Context, window []uint32, sinceModSe
 		FetchResponses: rs.fetches,
 	}
 	if mode != Plain {
-		ans.HighestModSeq = st.highestModSeq
+		ans.HighestModSeq = st.HighestModSeq
 	}
 	for _, uid := range uids {
 		if _, ok := slices.BinarySearch(present, uid); !ok {
@@ -284,7 +292,7 @@ func (s *ReadSession) Reconcile(ctx context.Context, window []uint32, sinceModSe
 	}
 	for _, uid := range present {
 		if a, ok := rs.answered[uid]; ok {
-			ans.Changed = append(ans.Changed, FlagAnswer{UID: uid, Flags: a.flags, ModSeq: a.modSeq})
+			ans.Changed = append(ans.Changed, FlagAnswer{UID: uid, Flags: a.Flags, ModSeq: a.ModSeq})
 		}
 	}
 	s.debug(ctx, "imap reconcile", slog.String("mode", mode.String()), slog.Bool("narrowed", ans.Narrowed),
@@ -320,11 +328,11 @@ func (s *ReadSession) ExistingUIDs(ctx context.Context, uids []uint32) ([]uint32
 
 // existing runs the UID SEARCH of ExistingUIDs on sorted, distinct uids in
 // the folder open on w.
-func (s *ReadSession) existing(ctx context.Context, w *wireConn, uids []uint32) ([]uint32, error) {
+func (s *ReadSession) existing(ctx context.Context, w *wire.Conn, uids []uint32) ([]uint32, error) {
 	rs := newReconcileState(uids)
-	for _, ch := range chunkUIDs(uids, maxSetBytes) {
+	for _, ch := range wire.ChunkUIDs(uids, wire.MaxSetBytes) {
 		rs.chunk(ch)
-		if err := rs.search(ctx, w, s.opts.commandTimeout(), ch.set); err != nil {
+		if err := rs.search(ctx, w, s.opts.commandTimeout(), ch.Set); err != nil {
 			return nil, err
 		}
 	}
@@ -343,18 +351,18 @@ func (s *ReadSession) existing(ctx context.Context, w *wireConn, uids []uint32) 
 // reconcileFolder returns the reconciliation connection, opened if need be,
 // with the session's folder freshly examined on it, and refuses a folder
 // whose UIDVALIDITY is no longer the one the session examined.
-func (s *ReadSession) reconcileFolder(ctx context.Context) (*wireConn, wireFolder, error) {
+func (s *ReadSession) reconcileFolder(ctx context.Context) (*wire.Conn, wire.ExamineData, error) {
 	w, err := s.reconcileConn(ctx)
 	if err != nil {
-		return nil, wireFolder{}, err
+		return nil, wire.ExamineData{}, err
 	}
-	st, err := w.examine(ctx, s.opts.commandTimeout(), s.folder, w.mode() == CondStore)
+	st, err := w.Examine(ctx, s.opts.commandTimeout(), s.folder, connMode(w) == CondStore)
 	if err != nil {
-		return nil, wireFolder{}, err
+		return nil, wire.ExamineData{}, fromWire(err)
 	}
-	if st.uidValidity != s.state.UIDValidity {
+	if st.UIDValidity != s.state.UIDValidity {
 		s.recreated = true
-		return nil, wireFolder{}, ErrMailboxFolderRecreated
+		return nil, wire.ExamineData{}, ErrMailboxFolderRecreated
 	}
 	return w, st, nil
 }
@@ -364,33 +372,32 @@ func (s *ReadSession) reconcileFolder(ctx context.Context) (*wireConn, wireFolde
 // own, then, when the server advertises QRESYNC, ENABLE QRESYNC as its first
 // command, before any folder is opened (RFC 7162 §3.2.3). A server that
 // refuses it leaves the connection in CondStore mode.
-func (s *ReadSession) reconcileConn(ctx context.Context) (*wireConn, error) {
+func (s *ReadSession) reconcileConn(ctx context.Context) (*wire.Conn, error) {
 	if s.wire != nil {
-		if !s.wire.usable() {
-			return nil, &TransportError{Op: "reconcile", Err: errConnectionUnusable}
+		if !s.wire.Usable() {
+			return nil, &TransportError{Op: "reconcile", Err: wire.ErrConnectionUnusable}
 		}
 		return s.wire, nil
 	}
 	start := time.Now()
-	w, err := dialWire(ctx, s.ep, s.opts)
+	w, tls, err := dialWire(ctx, s.ep, s.opts)
 	if err != nil {
 		return nil, err
 	}
-	if modeFor(w.caps) == QResync {
-		enabled, err := w.enable(ctx, s.opts.commandTimeout(), string(imap.CapQResync))
+	if modeFor(w.Caps()) == QResync {
+		// Enabled remembers whether the server confirmed it; a refusal
+		// (*CommandError) leaves the connection usable in CondStore mode.
+		_, err := w.Enable(ctx, s.opts.commandTimeout(), string(imap.CapQResync))
+		err = fromWire(err)
 		var cmdErr *CommandError
-		switch {
-		case errors.As(err, &cmdErr):
-		case err != nil:
-			w.shutdown()
+		if err != nil && !errors.As(err, &cmdErr) {
+			w.Shutdown()
 			return nil, err
-		default:
-			w.qresync = enabled[string(imap.CapQResync)]
 		}
 	}
 	s.wire = w
-	s.debug(ctx, "imap reconciliation connection", slog.String("mode", w.mode().String()),
-		slog.Bool("tls", w.cn.tls), slog.Duration("elapsed", time.Since(start)))
+	s.debug(ctx, "imap reconciliation connection", slog.String("mode", connMode(w).String()),
+		slog.Bool("tls", tls), slog.Duration("elapsed", time.Since(start)))
 	return w, nil
 }
 
@@ -425,9 +432,9 @@ type reconcileState struct {
 	cur    []uint32
 	offset int
 
-	answered map[uint32]*fetchAttrs // window UIDs a FETCH response described
-	exists   []bool                 // by window index: a search named it
-	gone     []bool                 // by window index: a VANISHED named it
+	answered map[uint32]*wire.FetchAttrs // window UIDs a FETCH response described
+	exists   []bool                      // by window index: a search named it
+	gone     []bool                      // by window index: a VANISHED named it
 
 	fetches       int // FETCH responses, any UID
 	searchAnswers int // SEARCH/ESEARCH responses of the current search
@@ -438,24 +445,24 @@ type reconcileState struct {
 func newReconcileState(window []uint32) *reconcileState {
 	return &reconcileState{
 		window:   window,
-		answered: map[uint32]*fetchAttrs{},
+		answered: map[uint32]*wire.FetchAttrs{},
 		exists:   make([]bool, len(window)),
 		gone:     make([]bool, len(window)),
 	}
 }
 
 // chunk makes ch, a contiguous part of the window, the current one.
-func (rs *reconcileState) chunk(ch uidChunk) {
-	i, _ := slices.BinarySearch(rs.window, ch.uids[0])
-	rs.cur, rs.offset = ch.uids, i
+func (rs *reconcileState) chunk(ch wire.Chunk) {
+	i, _ := slices.BinarySearch(rs.window, ch.UIDs[0])
+	rs.cur, rs.offset = ch.UIDs, i
 }
 
 // search runs the UID SEARCH of the current chunk and checks it was
 // answered.
-func (rs *reconcileState) search(ctx context.Context, w *wireConn, timeout time.Duration, set string) error {
+func (rs *reconcileState) search(ctx context.Context, w *wire.Conn, timeout time.Duration, set string) error {
 	rs.phase, rs.searchAnswers = phaseSearch, 0
-	if err := w.uidSearch(ctx, timeout, set, rs.handle); err != nil {
-		return err
+	if err := w.UIDSearch(ctx, timeout, set, rs.handle); err != nil {
+		return fromWire(err)
 	}
 	if rs.violation != nil {
 		return rs.violation
@@ -467,55 +474,55 @@ func (rs *reconcileState) search(ctx context.Context, w *wireConn, timeout time.
 }
 
 // handle takes one untagged response of any command of the pass.
-func (rs *reconcileState) handle(r *response) {
-	switch r.kind {
-	case respFetch:
+func (rs *reconcileState) handle(r *wire.Response) {
+	switch r.Kind {
+	case wire.RespFetch:
 		rs.fetches++
-		if rs.phase != phaseFetch || !r.fetch.hasUID {
+		if rs.phase != phaseFetch || !r.Fetch.HasUID {
 			return // unsolicited, about a message it does not identify
 		}
-		if _, ok := slices.BinarySearch(rs.window, r.fetch.uid); !ok {
+		if _, ok := slices.BinarySearch(rs.window, r.Fetch.UID); !ok {
 			return
 		}
-		a := rs.answered[r.fetch.uid]
+		a := rs.answered[r.Fetch.UID]
 		if a == nil {
-			a = &fetchAttrs{uid: r.fetch.uid}
-			rs.answered[r.fetch.uid] = a
+			a = &wire.FetchAttrs{UID: r.Fetch.UID}
+			rs.answered[r.Fetch.UID] = a
 		}
 		// A server may split one message's items over several responses.
-		if r.fetch.hasFlags {
-			a.flags, a.hasFlags = r.fetch.flags, true
+		if r.Fetch.HasFlags {
+			a.Flags, a.HasFlags = r.Fetch.Flags, true
 		}
-		if r.fetch.hasModSeq {
-			a.modSeq, a.hasModSeq = r.fetch.modSeq, true
+		if r.Fetch.HasModSeq {
+			a.ModSeq, a.HasModSeq = r.Fetch.ModSeq, true
 		}
-	case respVanished:
-		if r.earlier && rs.phase != phaseFetch {
+	case wire.RespVanished:
+		if r.Earlier && rs.phase != phaseFetch {
 			return
 		}
 		// VANISHED (EARLIER) answers the UID FETCH ... VANISHED; a plain
 		// VANISHED is an expunge happening now (RFC 7162 §3.2.10). Both
 		// name UIDs that are gone.
-		set := r.set.normalize()
+		set := r.Set.Normalize()
 		for i, uid := range rs.window {
-			if set.contains(uid) {
+			if set.Contains(uid) {
 				rs.gone[i] = true
 			}
 		}
-	case respExpunge:
+	case wire.RespExpunge:
 		rs.seqExpunges++
-	case respSearch, respESearch:
+	case wire.RespSearch, wire.RespESearch:
 		if rs.phase != phaseSearch {
 			return
 		}
-		if r.kind == respESearch && !r.uidResult {
+		if r.Kind == wire.RespESearch && !r.UIDResult {
 			rs.violation = fmt.Errorf("imapx: UID SEARCH answered with sequence numbers: %w", ErrProtocolViolation)
 			return
 		}
 		rs.searchAnswers++
-		set := r.set.normalize()
+		set := r.Set.Normalize()
 		for j, uid := range rs.cur {
-			if set.contains(uid) {
+			if set.Contains(uid) {
 				rs.exists[rs.offset+j] = true
 			}
 		}
@@ -529,7 +536,7 @@ func (rs *reconcileState) complete() error {
 	}
 	missing := 0
 	for _, a := range rs.answered {
-		if !a.hasFlags {
+		if !a.HasFlags {
 			missing++
 		}
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // ReadSession is a read-only IMAP session: one authenticated connection with
@@ -33,7 +35,7 @@ type ReadSession struct {
 	caps imap.CapSet
 	// wire is the reconciliation connection (reconcile.go), opened on the
 	// first Reconcile and closed with the session or by Recover.
-	wire *wireConn
+	wire *wire.Conn
 
 	// The open folder. state is what the folder reported when Examine
 	// opened it; Recover compares against it.
@@ -106,20 +108,20 @@ func (s *ReadSession) Capabilities() imap.CapSet {
 // count progress. The returned error is classified: the caller's context
 // error, a *CommandError (connection still usable) or a *TransportError
 // (connection now unusable).
-func (s *ReadSession) run(ctx context.Context, name string, f func(c *imapclient.Client, w *watchdog) error) error {
+func (s *ReadSession) run(ctx context.Context, name string, f func(c *imapclient.Client, w *wire.Watchdog) error) error {
 	cn := s.cn
 	if cn == nil {
-		return &TransportError{Op: name, Err: errNotConnected}
+		return &TransportError{Op: name, Err: wire.ErrNotConnected}
 	}
-	if cn.broken.Load() {
-		return &TransportError{Op: name, Err: errConnectionUnusable}
+	if cn.sock.Broken() {
+		return &TransportError{Op: name, Err: wire.ErrConnectionUnusable}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("imapx: %s: %w", name, err)
 	}
-	w := startWatchdog(ctx, cn, s.opts.commandTimeout())
+	w := wire.StartWatchdog(ctx, cn.sock, s.opts.commandTimeout())
 	err := f(cn.client, w)
-	reason := w.stop()
+	reason := w.Stop()
 	if err == nil {
 		return nil
 	}
@@ -131,7 +133,7 @@ func (s *ReadSession) run(ctx context.Context, name string, f func(c *imapclient
 		return fmt.Errorf("imapx: %s: %w", name, ctx.Err())
 	}
 	if reason != nil {
-		return &TransportError{Op: name, Err: errTimedOut}
+		return &TransportError{Op: name, Err: wire.ErrTimedOut}
 	}
 	classified, lost := classify(name, err)
 	if lost {
@@ -166,7 +168,7 @@ func (s *ReadSession) Examine(ctx context.Context, path string) (FolderState, er
 func (s *ReadSession) examine(ctx context.Context, path string) (FolderState, error) {
 	start := time.Now()
 	var data *imap.SelectData
-	err := s.run(ctx, "EXAMINE", func(c *imapclient.Client, _ *watchdog) error {
+	err := s.run(ctx, "EXAMINE", func(c *imapclient.Client, _ *wire.Watchdog) error {
 		var err error
 		data, err = c.Select(path, &imap.SelectOptions{
 			ReadOnly:  true,
@@ -221,7 +223,7 @@ func (s *ReadSession) Recover(ctx context.Context) (FolderState, error) {
 	}
 	if s.wire != nil {
 		// Reopened by the next Reconcile.
-		s.wire.shutdown()
+		s.wire.Shutdown()
 		s.wire = nil
 	}
 	if err := s.connect(ctx); err != nil {
@@ -259,7 +261,7 @@ func (s *ReadSession) Close() error {
 	var wireErr error
 	if w := s.wire; w != nil {
 		s.wire = nil
-		wireErr = w.close(s.opts)
+		wireErr = fromWire(w.Close(min(s.opts.commandTimeout(), logoutTimeout)))
 	}
 	err := s.closeMain()
 	if err == nil {
@@ -275,19 +277,19 @@ func (s *ReadSession) closeMain() error {
 		return nil
 	}
 	defer cn.shutdown()
-	if cn.broken.Load() {
+	if cn.sock.Broken() {
 		return nil
 	}
 	opts := s.opts
 	opts.CommandTimeout = min(opts.commandTimeout(), logoutTimeout)
-	w := startWatchdog(context.Background(), cn, opts.CommandTimeout)
+	w := wire.StartWatchdog(context.Background(), cn.sock, opts.CommandTimeout)
 	err := cn.client.Logout().Wait()
-	reason := w.stop()
+	reason := w.Stop()
 	switch {
 	case err == nil:
 		return nil
 	case reason != nil:
-		return &TransportError{Op: "LOGOUT", Err: errTimedOut}
+		return &TransportError{Op: "LOGOUT", Err: wire.ErrTimedOut}
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		// The server closed the connection after BYE, before its tagged OK.
 		return nil

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
@@ -48,7 +47,7 @@ func newTokenBundle(t *testing.T, as *oauthtest.Server, srv *dovecot.Server) *to
 // permitting permitted, whose Token returns issue(). Its bytes are
 // recorded in b.rec, readable in mode None (Dovecot counts a plain
 // connection from 127.0.0.1 as secured, so it accepts a token there).
-func (b *tokenBundle) tokenEndpoint(sec imapx.ConnectionSecurity, issue func() string, permitted ...config.AuthenticationMechanism) imapx.Endpoint {
+func (b *tokenBundle) tokenEndpoint(sec imapx.ConnectionSecurity, issue func() string, permitted ...sasl.Mechanism) imapx.Endpoint {
 	ep := b.endpoint(sec)
 	ep.Password = nil
 	ep.PermittedMechanisms = permitted
@@ -79,7 +78,7 @@ func TestTokenAccountPrefersOAuthBearer(t *testing.T) {
 	t.Parallel()
 	b := setupToken(t)
 	// The configured order is presentation only.
-	s := b.open(b.tokenEndpoint(imapx.None, b.validToken, config.XOAuth2, config.OAuthBearer), imapx.SessionOptions{})
+	s := b.open(b.tokenEndpoint(imapx.None, b.validToken, sasl.XOAuth2, sasl.OAuthBearer), imapx.SessionOptions{})
 	_, err := s.ListFolders(b.ctx)
 	require.NoError(t, err)
 	b.requireLogin("OAUTHBEARER")
@@ -91,13 +90,13 @@ func TestTokenAccountWithXOAuth2Alone(t *testing.T) {
 	t.Run("PermittedAlone", func(t *testing.T) {
 		t.Parallel()
 		b := setupToken(t)
-		b.open(b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, config.XOAuth2), imapx.SessionOptions{})
+		b.open(b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, sasl.XOAuth2), imapx.SessionOptions{})
 		b.requireLogin("XOAUTH2")
 	})
 	t.Run("OfferedAlone", func(t *testing.T) {
 		t.Parallel()
 		b := setupToken(t, dovecot.WithAuthMechanisms("plain", "xoauth2"))
-		b.open(b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, config.OAuthBearer, config.XOAuth2), imapx.SessionOptions{})
+		b.open(b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, sasl.OAuthBearer, sasl.XOAuth2), imapx.SessionOptions{})
 		b.requireLogin("XOAUTH2")
 	})
 }
@@ -105,7 +104,7 @@ func TestTokenAccountWithXOAuth2Alone(t *testing.T) {
 func TestTokenAccountWithOAuthBearerAlone(t *testing.T) {
 	t.Parallel()
 	b := setupToken(t, dovecot.WithAuthMechanisms("plain", "oauthbearer"))
-	b.open(b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, config.OAuthBearer), imapx.SessionOptions{})
+	b.open(b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, sasl.OAuthBearer), imapx.SessionOptions{})
 	b.requireLogin("OAUTHBEARER")
 }
 
@@ -118,11 +117,11 @@ func TestTokenAccountWithoutItsMechanism(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		offered   []string // nil: no token mechanism and no oauth2 passdb
-		permitted []config.AuthenticationMechanism
+		permitted []sasl.Mechanism
 	}{
-		{"server offers no token mechanism", nil, []config.AuthenticationMechanism{config.OAuthBearer, config.XOAuth2}},
-		{"server offers only the one not permitted", []string{"plain", "xoauth2"}, []config.AuthenticationMechanism{config.OAuthBearer}},
-		{"clear-text mechanisms permitted too", nil, []config.AuthenticationMechanism{config.OAuthBearer, config.Plain, config.Login}},
+		{"server offers no token mechanism", nil, []sasl.Mechanism{sasl.OAuthBearer, sasl.XOAuth2}},
+		{"server offers only the one not permitted", []string{"plain", "xoauth2"}, []sasl.Mechanism{sasl.OAuthBearer}},
+		{"clear-text mechanisms permitted too", nil, []sasl.Mechanism{sasl.OAuthBearer, sasl.Plain, sasl.Login}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -147,7 +146,7 @@ func TestTokenAccountWithoutItsMechanism(t *testing.T) {
 
 func TestRefusedTokenIsAnAuthenticationError(t *testing.T) {
 	t.Parallel()
-	for _, mech := range []config.AuthenticationMechanism{config.OAuthBearer, config.XOAuth2} {
+	for _, mech := range []sasl.Mechanism{sasl.OAuthBearer, sasl.XOAuth2} {
 		t.Run(string(mech), func(t *testing.T) {
 			t.Parallel()
 			b := setupToken(t)
@@ -173,7 +172,7 @@ func TestTokenSourceFailureIsTerminal(t *testing.T) {
 	// A network failure of the token source was the source's own pipeline
 	// to retry: here it must not read as a transient mailbox failure.
 	cause := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-	ep := b.tokenEndpoint(imapx.None, b.validToken, config.OAuthBearer)
+	ep := b.tokenEndpoint(imapx.None, b.validToken, sasl.OAuthBearer)
 	ep.Token = func(context.Context) ([]byte, error) {
 		b.tokenCalls.inc()
 		return nil, fmt.Errorf("token endpoint unreachable: %w", cause)
@@ -201,7 +200,7 @@ func TestTokenSourceFailureIsTerminal(t *testing.T) {
 func TestTokenAccountTakesNoPassword(t *testing.T) {
 	t.Parallel()
 	b := setupToken(t)
-	ep := b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, config.OAuthBearer)
+	ep := b.tokenEndpoint(imapx.TLSOnConnect, b.validToken, sasl.OAuthBearer)
 	ep.Password = b.endpoint(imapx.TLSOnConnect).Password
 	_, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
 	require.ErrorContains(t, err, "both a password and a token source")
@@ -216,7 +215,7 @@ func TestPasswordAccountNeverUsesATokenMechanism(t *testing.T) {
 	t.Parallel()
 	b := setupToken(t, dovecot.WithAuthMechanisms("scram-sha-256", "oauthbearer", "xoauth2"))
 	ep := b.endpoint(imapx.TLSOnConnect)
-	ep.PermittedMechanisms = []config.AuthenticationMechanism{config.OAuthBearer, config.ScramSHA256}
+	ep.PermittedMechanisms = []sasl.Mechanism{sasl.OAuthBearer, sasl.ScramSHA256}
 	b.open(ep, imapx.SessionOptions{})
 	b.srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", 5*time.Second)
 	require.Empty(t, b.as.Introspections())

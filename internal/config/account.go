@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
@@ -168,7 +169,7 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 		convertCredential(c, i, label, t.TokenOnly(), raw.Password, raw.OAuth)
 	}
 	if raw.Port == "" {
-		a.Port = SecurityTLSOnConnect.DefaultPort()
+		a.Port = imapx.TLSOnConnect.DefaultPort()
 		if securityOK {
 			a.Port = t.ConnectionSecurity.DefaultPort()
 		}

@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
@@ -180,8 +182,8 @@ func TestLoadFullEnvironment(t *testing.T) {
 			EarliestEmailReceivedDate:       time.Date(2026, time.March, 16, 0, 0, 0, 0, time.UTC),
 			RemotelyDeletedEmailDisposition: EraseLocalCopy,
 			TransportSecurity: TransportSecurity{
-				ConnectionSecurity:                SecurityStartTLSRequired,
-				PermittedAuthenticationMechanisms: []AuthenticationMechanism{ScramSHA256, Plain},
+				ConnectionSecurity:                imapx.StartTLSRequired,
+				PermittedAuthenticationMechanisms: []sasl.Mechanism{sasl.ScramSHA256, sasl.Plain},
 				CertificateTrust:                  AdditionalTrustedAuthority,
 				TrustedCertificateAuthority:       secret.Reference{Scheme: "file", Target: "/etc/ca/SENTINEL.pem"},
 			},
@@ -197,8 +199,8 @@ func TestLoadFullEnvironment(t *testing.T) {
 			Mode:                            ModePolling,
 			RemotelyDeletedEmailDisposition: RetainTombstone,
 			TransportSecurity: TransportSecurity{
-				ConnectionSecurity:                                    SecurityNone,
-				PermittedAuthenticationMechanisms:                     []AuthenticationMechanism{Plain, Login},
+				ConnectionSecurity:                                    imapx.None,
+				PermittedAuthenticationMechanisms:                     []sasl.Mechanism{sasl.Plain, sasl.Login},
 				AllowInsecureConnection:                               true,
 				AllowClearTextAuthenticationOverUnencryptedConnection: true,
 				CertificateTrust:                                      SystemTrustStore,
@@ -243,7 +245,7 @@ func TestLoadValidEnvironments(t *testing.T) {
 			"MAILFATHOM_ACCOUNTS_0_ALLOW_INSECURE_CONNECTION":           "true",
 			"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-256-PLUS,cram-md5",
 		}, func(t *testing.T, cfg *Config) {
-			require.Equal(t, []AuthenticationMechanism{ScramSHA256Plus, CramMD5}, cfg.Accounts[0].TransportSecurity.PermittedAuthenticationMechanisms)
+			require.Equal(t, []sasl.Mechanism{sasl.ScramSHA256Plus, sasl.CramMD5}, cfg.Accounts[0].TransportSecurity.PermittedAuthenticationMechanisms)
 		}},
 		{"earliest date equal to today's UTC date", map[string]string{
 			"MAILFATHOM_ACCOUNTS_0_EARLIEST_EMAIL_RECEIVED_DATE": "2026-03-16",
@@ -283,7 +285,7 @@ func TestLoadValidEnvironments(t *testing.T) {
 		}},
 		{"OAuth-only mechanisms take an OAuth block instead of a password", oauthAccount(nil), func(t *testing.T, cfg *Config) {
 			a := cfg.Accounts[0]
-			require.Equal(t, []AuthenticationMechanism{OAuthBearer, XOAuth2}, a.TransportSecurity.PermittedAuthenticationMechanisms)
+			require.Equal(t, []sasl.Mechanism{sasl.OAuthBearer, sasl.XOAuth2}, a.TransportSecurity.PermittedAuthenticationMechanisms)
 			require.True(t, a.TransportSecurity.TokenOnly())
 			require.True(t, a.Password.IsZero())
 			require.Equal(t, OAuth{
@@ -311,7 +313,7 @@ func TestLoadValidEnvironments(t *testing.T) {
 			"MAILFATHOM_ACCOUNTS_0_OAUTH_SCOPE":                         unset,
 		}), func(t *testing.T, cfg *Config) {
 			a := cfg.Accounts[0]
-			require.Equal(t, []AuthenticationMechanism{XOAuth2}, a.TransportSecurity.PermittedAuthenticationMechanisms)
+			require.Equal(t, []sasl.Mechanism{sasl.XOAuth2}, a.TransportSecurity.PermittedAuthenticationMechanisms)
 			require.Equal(t, "http://127.0.0.1:8443/token", a.OAuth.TokenEndpoint)
 			require.Empty(t, a.OAuth.Scope)
 		}},

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
 )
 
 // documentedVariables reads the variable tables of REFERENCE.md: name to the
@@ -72,8 +74,8 @@ func TestReferenceDocumentsRuleIdentities(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(doc), "`"+RuleFeatureNotAvailable+"`")
 	for _, rule := range []string{
-		RuleUnencryptedConnectionRequiresExplicitOptIn,
-		RuleClearTextAuthenticationRequiresExplicitOptIn,
+		imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
+		imapx.RuleClearTextAuthenticationRequiresExplicitOptIn,
 		RuleTrustAnchorNotExpected,
 		RuleTrustAnchorRequired,
 		RuleTrustAnchorPasswordWithoutTrustAnchor,

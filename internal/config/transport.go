@@ -3,45 +3,10 @@ package config
 import (
 	"strings"
 
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
-
-// ConnectionSecurity is how a connection to the IMAP server is protected.
-type ConnectionSecurity string
-
-// The connection-security modes.
-const (
-	// SecurityTLSOnConnect encrypts immediately with implicit TLS.
-	SecurityTLSOnConnect ConnectionSecurity = "TlsOnConnect"
-	// SecurityStartTLSRequired requires STARTTLS and fails when the server does not
-	// advertise it.
-	SecurityStartTLSRequired ConnectionSecurity = "StartTlsRequired"
-	// SecurityStartTLSWhenAvailable uses STARTTLS when advertised and otherwise
-	// continues unencrypted.
-	SecurityStartTLSWhenAvailable ConnectionSecurity = "StartTlsWhenAvailable"
-	// SecurityAuto lets the client negotiate and continues unencrypted when the
-	// server offers no encryption.
-	SecurityAuto ConnectionSecurity = "Auto"
-	// SecurityNone uses no encryption.
-	SecurityNone ConnectionSecurity = "None"
-)
-
-// ConnectionSecurities lists the modes in documentation order.
-var ConnectionSecurities = []ConnectionSecurity{SecurityTLSOnConnect, SecurityStartTLSRequired, SecurityStartTLSWhenAvailable, SecurityAuto, SecurityNone}
-
-// CanStayUnencrypted reports whether a connection in mode s may complete
-// without encryption, which is what the opt-ins guard.
-func (s ConnectionSecurity) CanStayUnencrypted() bool {
-	return s == SecurityStartTLSWhenAvailable || s == SecurityAuto || s == SecurityNone
-}
-
-// DefaultPort is the IMAP port for s: 993 for TlsOnConnect, 143 otherwise.
-func (s ConnectionSecurity) DefaultPort() int {
-	if s == SecurityTLSOnConnect {
-		return 993
-	}
-	return 143
-}
 
 // CertificateTrust selects what a server certificate's chain must end at.
 type CertificateTrust string
@@ -58,50 +23,14 @@ const (
 // CertificateTrusts lists the trust sources in documentation order.
 var CertificateTrusts = []CertificateTrust{SystemTrustStore, AdditionalTrustedAuthority}
 
-// AuthenticationMechanism is a SASL mechanism by its registered name, which
-// is also its configured and serialized form.
-type AuthenticationMechanism string
-
-// The supported mechanisms.
+// The transport-security rule identities configuration reports itself,
+// appended in brackets to the problem that reports a violation. The rules
+// about unencrypted connections and clear-text authentication are the
+// adapter's (imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
+// imapx.RuleClearTextAuthenticationRequiresExplicitOptIn), which enforces
+// them again before it connects; configuration reports them under the same
+// identities.
 const (
-	Plain           AuthenticationMechanism = "PLAIN"
-	Login           AuthenticationMechanism = "LOGIN"
-	CramMD5         AuthenticationMechanism = "CRAM-MD5"
-	DigestMD5       AuthenticationMechanism = "DIGEST-MD5"
-	ScramSHA1       AuthenticationMechanism = "SCRAM-SHA-1"
-	ScramSHA1Plus   AuthenticationMechanism = "SCRAM-SHA-1-PLUS"
-	ScramSHA256     AuthenticationMechanism = "SCRAM-SHA-256"
-	ScramSHA256Plus AuthenticationMechanism = "SCRAM-SHA-256-PLUS"
-	ScramSHA512     AuthenticationMechanism = "SCRAM-SHA-512"
-	ScramSHA512Plus AuthenticationMechanism = "SCRAM-SHA-512-PLUS"
-	NTLM            AuthenticationMechanism = "NTLM"
-	XOAuth2         AuthenticationMechanism = "XOAUTH2"
-	OAuthBearer     AuthenticationMechanism = "OAUTHBEARER"
-)
-
-// AuthenticationMechanisms lists the supported mechanisms.
-var AuthenticationMechanisms = []AuthenticationMechanism{
-	Plain, Login, CramMD5, DigestMD5, ScramSHA1, ScramSHA1Plus, ScramSHA256,
-	ScramSHA256Plus, ScramSHA512, ScramSHA512Plus, NTLM, XOAuth2, OAuthBearer,
-}
-
-// ClearText reports whether m hands over the reusable password itself.
-func (m AuthenticationMechanism) ClearText() bool { return m == Plain || m == Login }
-
-// Token reports whether m carries an OAuth 2.0 bearer token rather than a
-// password: XOAUTH2, or OAUTHBEARER (RFC 7628).
-func (m AuthenticationMechanism) Token() bool { return m == XOAuth2 || m == OAuthBearer }
-
-// The transport-security rule identities, appended in brackets to the
-// problem that reports a violation.
-const (
-	// RuleUnencryptedConnectionRequiresExplicitOptIn: a mode that can stay
-	// unencrypted without ALLOW_INSECURE_CONNECTION.
-	RuleUnencryptedConnectionRequiresExplicitOptIn = "UnencryptedConnectionRequiresExplicitOptIn"
-	// RuleClearTextAuthenticationRequiresExplicitOptIn: PLAIN or LOGIN on a
-	// mode that can stay unencrypted without
-	// ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION.
-	RuleClearTextAuthenticationRequiresExplicitOptIn = "ClearTextAuthenticationRequiresExplicitOptIn"
 	// RuleTrustAnchorNotExpected: SystemTrustStore with a trusted
 	// certificate authority configured.
 	RuleTrustAnchorNotExpected = "TrustAnchorNotExpected"
@@ -116,13 +45,13 @@ const (
 type TransportSecurity struct {
 	// ConnectionSecurity is MAILFATHOM_ACCOUNTS_<i>_CONNECTION_SECURITY.
 	// Default TlsOnConnect.
-	ConnectionSecurity ConnectionSecurity
+	ConnectionSecurity imapx.ConnectionSecurity
 	// PermittedAuthenticationMechanisms is
 	// MAILFATHOM_ACCOUNTS_<i>_PERMITTED_AUTHENTICATION_MECHANISMS, a
 	// comma-separated allow-list matched ignoring case, stored in canonical
 	// form with duplicates collapsed in configured order. Default PLAIN,
 	// LOGIN, applied only when unset. The order is presentation only.
-	PermittedAuthenticationMechanisms []AuthenticationMechanism
+	PermittedAuthenticationMechanisms []sasl.Mechanism
 	// AllowInsecureConnection is
 	// MAILFATHOM_ACCOUNTS_<i>_ALLOW_INSECURE_CONNECTION, the opt-in that
 	// permits a mode that can stay unencrypted. Default false.
@@ -204,7 +133,7 @@ type rawTransport struct {
 func convertTransport(c *converter, i int, label string, raw rawTransport) (t TransportSecurity, ok, mechanismsOK bool) {
 	v := func(name string) string { return accountVar(i, name) }
 
-	t.ConnectionSecurity, ok = enum(c, v("CONNECTION_SECURITY"), raw.ConnectionSecurity, ConnectionSecurities)
+	t.ConnectionSecurity, ok = enum(c, v("CONNECTION_SECURITY"), raw.ConnectionSecurity, imapx.ConnectionSecurities)
 	t.PermittedAuthenticationMechanisms, mechanismsOK = convertMechanisms(c, v("PERMITTED_AUTHENTICATION_MECHANISMS"), raw.PermittedAuthenticationMechanisms)
 	t.AllowInsecureConnection = c.boolean(v("ALLOW_INSECURE_CONNECTION"), raw.AllowInsecureConnection)
 	t.AllowClearTextAuthenticationOverUnencryptedConnection = c.boolean(v("ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION"), raw.AllowClearTextAuthenticationOverUnencryptedConnection)
@@ -222,13 +151,13 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 
 	if ok && t.ConnectionSecurity.CanStayUnencrypted() {
 		if !t.AllowInsecureConnection {
-			c.addRule(v("CONNECTION_SECURITY"), RuleUnencryptedConnectionRequiresExplicitOptIn,
+			c.addRule(v("CONNECTION_SECURITY"), imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
 				"%s: An unencrypted connection requires AllowInsecureConnection.", label)
 		}
 		for _, m := range t.PermittedAuthenticationMechanisms {
 			if m.ClearText() {
 				if !t.AllowClearTextAuthenticationOverUnencryptedConnection {
-					c.addRule(v("PERMITTED_AUTHENTICATION_MECHANISMS"), RuleClearTextAuthenticationRequiresExplicitOptIn,
+					c.addRule(v("PERMITTED_AUTHENTICATION_MECHANISMS"), imapx.RuleClearTextAuthenticationRequiresExplicitOptIn,
 						"%s: Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection.", label)
 				}
 				break
@@ -260,9 +189,9 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 // convertMechanisms parses the comma-separated allow-list. An unsupported
 // name is a parse failure, reported without a rule identity. ok reports
 // whether every item parsed.
-func convertMechanisms(c *converter, variable, raw string) (out []AuthenticationMechanism, ok bool) {
+func convertMechanisms(c *converter, variable, raw string) (out []sasl.Mechanism, ok bool) {
 	ok = true
-	seen := map[AuthenticationMechanism]bool{}
+	seen := map[sasl.Mechanism]bool{}
 	for n, item := range strings.Split(raw, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -272,7 +201,7 @@ func convertMechanisms(c *converter, variable, raw string) (out []Authentication
 		}
 		m, found := lookupMechanism(item)
 		if !found {
-			c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(AuthenticationMechanisms))
+			c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(sasl.Mechanisms))
 			ok = false
 			continue
 		}
@@ -284,8 +213,8 @@ func convertMechanisms(c *converter, variable, raw string) (out []Authentication
 	return out, ok
 }
 
-func lookupMechanism(name string) (AuthenticationMechanism, bool) {
-	for _, m := range AuthenticationMechanisms {
+func lookupMechanism(name string) (sasl.Mechanism, bool) {
+	for _, m := range sasl.Mechanisms {
 		if strings.EqualFold(string(m), name) {
 			return m, true
 		}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
 )
 
 // TestLoadRejects covers every kind of rule: each case starts from the valid
@@ -143,13 +145,13 @@ func TestLoadRejects(t *testing.T) {
 
 		// Transport security rules.
 		{"unencrypted without opt-in", map[string]string{a0 + "CONNECTION_SECURITY": "None", a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-256"}, a0 + "CONNECTION_SECURITY",
-			"Account 'primary': An unencrypted connection requires AllowInsecureConnection. [UnencryptedConnectionRequiresExplicitOptIn]", RuleUnencryptedConnectionRequiresExplicitOptIn},
+			"Account 'primary': An unencrypted connection requires AllowInsecureConnection. [UnencryptedConnectionRequiresExplicitOptIn]", imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"opportunistic without opt-in", map[string]string{a0 + "CONNECTION_SECURITY": "Auto", a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "CRAM-MD5"}, a0 + "CONNECTION_SECURITY",
-			"[UnencryptedConnectionRequiresExplicitOptIn]", RuleUnencryptedConnectionRequiresExplicitOptIn},
+			"[UnencryptedConnectionRequiresExplicitOptIn]", imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"clear text without opt-in (default list)", map[string]string{a0 + "CONNECTION_SECURITY": "StartTlsWhenAvailable", a0 + "ALLOW_INSECURE_CONNECTION": "true"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS",
-			"Account 'primary': Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection. [ClearTextAuthenticationRequiresExplicitOptIn]", RuleClearTextAuthenticationRequiresExplicitOptIn},
+			"Account 'primary': Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection. [ClearTextAuthenticationRequiresExplicitOptIn]", imapx.RuleClearTextAuthenticationRequiresExplicitOptIn},
 		{"clear text opt-in does not replace insecure opt-in", map[string]string{a0 + "CONNECTION_SECURITY": "None", a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-1", a0 + "ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION": "true"}, a0 + "CONNECTION_SECURITY",
-			"[UnencryptedConnectionRequiresExplicitOptIn]", RuleUnencryptedConnectionRequiresExplicitOptIn},
+			"[UnencryptedConnectionRequiresExplicitOptIn]", imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"trust anchor required", map[string]string{a1 + "TRUSTED_CERTIFICATE_AUTHORITY": unset, a1 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD": unset}, a1 + "TRUSTED_CERTIFICATE_AUTHORITY",
 			"Account 'secondary': AdditionalTrustedAuthority requires a trusted certificate authority. [TrustAnchorRequired]", RuleTrustAnchorRequired},
 		{"trust anchor not expected", map[string]string{a1 + "CERTIFICATE_TRUST": "SystemTrustStore", a1 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD": unset}, a1 + "TRUSTED_CERTIFICATE_AUTHORITY",

@@ -59,7 +59,7 @@ func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, e
 		AccountID: a.ID,
 		Host:      a.Host,
 		Port:      a.Port,
-		Security:  imapx.ConnectionSecurity(a.TransportSecurity.ConnectionSecurity),
+		Security:  a.TransportSecurity.ConnectionSecurity,
 		Username:  a.Username,
 		Password:  func(ctx context.Context) ([]byte, error) { return resolver.Resolve(ctx, a.Password) },
 

@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/mailfathom/mailfathom/internal/config"
 )
 
 func TestXOAuth2WireFormat(t *testing.T) {
@@ -63,7 +61,7 @@ func TestXOAuth2RefusesSeparatorInCredentials(t *testing.T) {
 }
 
 func TestOAuthBearerWireFormat(t *testing.T) {
-	c, err := NewClient(config.OAuthBearer, Credentials{Username: "user@example.com", Token: []byte("vF9dft4qmTc2Nvb3RlckBh"), Host: "server.example.com", Port: 993})
+	c, err := NewClient(OAuthBearer, Credentials{Username: "user@example.com", Token: []byte("vF9dft4qmTc2Nvb3RlckBh"), Host: "server.example.com", Port: 993})
 	require.NoError(t, err)
 	srv := &scripted{}
 	require.NoError(t, Authenticate(srv, c))

@@ -2,8 +2,6 @@ package sasl
 
 import (
 	"strings"
-
-	"github.com/mailfathom/mailfathom/internal/config"
 )
 
 // strength lists every mechanism the allow-list accepts, strongest first.
@@ -19,33 +17,28 @@ import (
 // for a token account, OAUTHBEARER (the registered RFC 7628) before the
 // proprietary XOAUTH2. PLAIN and LOGIN hand over the password itself, PLAIN
 // first as the standard one (RFC 4616).
-var strength = []config.AuthenticationMechanism{
-	config.ScramSHA512Plus, config.ScramSHA512,
-	config.ScramSHA256Plus, config.ScramSHA256,
-	config.ScramSHA1Plus, config.ScramSHA1,
-	config.CramMD5, config.DigestMD5, config.NTLM,
-	config.OAuthBearer, config.XOAuth2,
-	config.Plain, config.Login,
+var strength = []Mechanism{
+	ScramSHA512Plus, ScramSHA512,
+	ScramSHA256Plus, ScramSHA256,
+	ScramSHA1Plus, ScramSHA1,
+	CramMD5, DigestMD5, NTLM,
+	OAuthBearer, XOAuth2,
+	Plain, Login,
 }
 
 // implemented are the mechanisms NewClient can build. Only these are ever
 // chosen; a permitted and advertised mechanism outside it is passed over as
 // if the server had not offered it.
-var implemented = map[config.AuthenticationMechanism]struct{}{
-	config.ScramSHA256: {}, config.ScramSHA1: {}, config.CramMD5: {},
-	config.OAuthBearer: {}, config.XOAuth2: {},
-	config.Plain: {}, config.Login: {},
+var implemented = map[Mechanism]struct{}{
+	ScramSHA256: {}, ScramSHA1: {}, CramMD5: {},
+	OAuthBearer: {}, XOAuth2: {},
+	Plain: {}, Login: {},
 }
 
 // Implemented reports whether this package can authenticate with m.
-func Implemented(m config.AuthenticationMechanism) bool {
-	_, ok := implemented[config.AuthenticationMechanism(strings.ToUpper(string(m)))]
+func Implemented(m Mechanism) bool {
+	_, ok := implemented[Mechanism(strings.ToUpper(string(m)))]
 	return ok
-}
-
-// isToken reports whether m carries a bearer token rather than a password.
-func isToken(m config.AuthenticationMechanism) bool {
-	return m == config.OAuthBearer || m == config.XOAuth2
 }
 
 // Choice is how a connection authenticates: with AUTHENTICATE and a SASL
@@ -54,7 +47,7 @@ func isToken(m config.AuthenticationMechanism) bool {
 type Choice struct {
 	// Mechanism is the SASL mechanism for AUTHENTICATE; empty when
 	// LoginCommand is set.
-	Mechanism config.AuthenticationMechanism
+	Mechanism Mechanism
 	// LoginCommand is the clear-text fallback: the LOGIN command instead of
 	// AUTHENTICATE.
 	LoginCommand bool
@@ -74,7 +67,7 @@ type Situation struct {
 	// Permitted is the account's allow-list
 	// (TransportSecurity.PermittedAuthenticationMechanisms). Its order is
 	// ignored and names match ignoring case.
-	Permitted []config.AuthenticationMechanism
+	Permitted []Mechanism
 	// Advertised are the mechanisms of the server's AUTH= capabilities,
 	// with or without the "AUTH=" prefix, matched ignoring case, as
 	// imap.CapSet's AuthMechanisms returns them.
@@ -82,8 +75,12 @@ type Situation struct {
 	// LoginDisabled is whether the server advertises LOGINDISABLED
 	// (RFC 9051 §6.2.3), which rules out the LOGIN command.
 	LoginDisabled bool
-	// Security is the account's connection-security mode.
-	Security config.ConnectionSecurity
+	// CanStayUnencrypted is whether the account's connection-security mode
+	// is one that can complete without encryption (StartTlsWhenAvailable,
+	// Auto, None): only such a mode can permit clear text over a connection
+	// that is not encrypted. The modes themselves are the adapter's
+	// (imapx.ConnectionSecurity); this is all the choice needs of them.
+	CanStayUnencrypted bool
 	// AllowClearTextOverUnencrypted is the policy's
 	// AllowClearTextAuthenticationOverUnencryptedConnection opt-in.
 	AllowClearTextOverUnencrypted bool
@@ -99,14 +96,14 @@ type Situation struct {
 }
 
 // Choose returns how to authenticate in s; see Situation.Choose.
-func Choose(permitted []config.AuthenticationMechanism, advertised []string, loginDisabled bool,
-	sec config.ConnectionSecurity, allowClearTextOverUnencrypted bool, encrypted bool, tokenAccount bool,
+func Choose(permitted []Mechanism, advertised []string, loginDisabled bool,
+	canStayUnencrypted bool, allowClearTextOverUnencrypted bool, encrypted bool, tokenAccount bool,
 ) (Choice, error) {
 	return Situation{
 		Permitted:                     permitted,
 		Advertised:                    advertised,
 		LoginDisabled:                 loginDisabled,
-		Security:                      sec,
+		CanStayUnencrypted:            canStayUnencrypted,
 		AllowClearTextOverUnencrypted: allowClearTextOverUnencrypted,
 		Encrypted:                     encrypted,
 		TokenAccount:                  tokenAccount,
@@ -137,23 +134,23 @@ func Choose(permitted []config.AuthenticationMechanism, advertised []string, log
 // Otherwise the result is a *MechanismUnavailableError
 // (ErrMechanismUnavailable), decided before any credential is needed.
 func (s Situation) Choose() (Choice, error) {
-	permitted := make(map[config.AuthenticationMechanism]bool, len(s.Permitted))
+	permitted := make(map[Mechanism]bool, len(s.Permitted))
 	for _, m := range s.Permitted {
-		permitted[config.AuthenticationMechanism(strings.ToUpper(string(m)))] = true
+		permitted[Mechanism(strings.ToUpper(string(m)))] = true
 	}
 	return s.choose(permitted, true)
 }
 
 // choose is Choose over a permitted set; fallback says whether the LOGIN
 // command may stand in when nothing survives.
-func (s Situation) choose(permitted map[config.AuthenticationMechanism]bool, fallback bool) (Choice, error) {
-	advertised := make(map[config.AuthenticationMechanism]bool, len(s.Advertised))
+func (s Situation) choose(permitted map[Mechanism]bool, fallback bool) (Choice, error) {
+	advertised := make(map[Mechanism]bool, len(s.Advertised))
 	for _, a := range s.Advertised {
 		a = strings.ToUpper(strings.TrimSpace(a))
 		a = strings.TrimPrefix(a, "AUTH=")
-		advertised[config.AuthenticationMechanism(a)] = true
+		advertised[Mechanism(a)] = true
 	}
-	clearTextAllowed := s.Encrypted || s.Security.CanStayUnencrypted() && s.AllowClearTextOverUnencrypted
+	clearTextAllowed := s.Encrypted || s.CanStayUnencrypted && s.AllowClearTextOverUnencrypted
 
 	offeredPermitted := false
 	for _, m := range strength {
@@ -161,7 +158,7 @@ func (s Situation) choose(permitted map[config.AuthenticationMechanism]bool, fal
 			continue
 		}
 		offeredPermitted = true
-		if !Implemented(m) || isToken(m) != s.TokenAccount || m.ClearText() && !clearTextAllowed {
+		if !Implemented(m) || m.Token() != s.TokenAccount || m.ClearText() && !clearTextAllowed {
 			continue
 		}
 		return Choice{Mechanism: m}, nil
@@ -176,7 +173,7 @@ func (s Situation) choose(permitted map[config.AuthenticationMechanism]bool, fal
 		reason = "the server offers no permitted token mechanism this client implements"
 	case s.TokenAccount:
 		reason = "the server offers no permitted token mechanism"
-	case !permitted[config.Plain] && !permitted[config.Login]:
+	case !permitted[Plain] && !permitted[Login]:
 		if offeredPermitted {
 			reason = "the server offers no permitted mechanism this client implements, and the allow-list permits no clear-text mechanism for the LOGIN command"
 		} else {

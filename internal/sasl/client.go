@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	gosasl "github.com/emersion/go-sasl"
-
-	"github.com/mailfathom/mailfathom/internal/config"
 )
 
 // Client is go-sasl's client interface, which imapclient's Authenticate
@@ -73,9 +71,9 @@ type Credentials struct {
 // PLAIN (RFC 4616), LOGIN and OAUTHBEARER (RFC 7628) are go-sasl's clients;
 // LOGIN and OAUTHBEARER are wrapped so that they also work without SASL-IR
 // and on a refused token respectively (see login.go and xoauth2.go).
-func NewClient(m config.AuthenticationMechanism, cred Credentials) (Client, error) {
-	m = config.AuthenticationMechanism(strings.ToUpper(string(m)))
-	token := isToken(m)
+func NewClient(m Mechanism, cred Credentials) (Client, error) {
+	m = Mechanism(strings.ToUpper(string(m)))
+	token := m.Token()
 	if _, ok := implemented[m]; !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNotImplemented, m)
 	}
@@ -83,21 +81,21 @@ func NewClient(m config.AuthenticationMechanism, cred Credentials) (Client, erro
 		return nil, fmt.Errorf("%w: %s", ErrWrongCredential, m)
 	}
 	switch m {
-	case config.ScramSHA256:
+	case ScramSHA256:
 		return NewScramSHA256Client(cred.Username, cred.Password), nil
-	case config.ScramSHA1:
+	case ScramSHA1:
 		return NewScramSHA1Client(cred.Username, cred.Password), nil
-	case config.CramMD5:
+	case CramMD5:
 		return NewCramMD5Client(cred.Username, cred.Password), nil
-	case config.OAuthBearer:
+	case OAuthBearer:
 		return &oauthBearerClient{inner: gosasl.NewOAuthBearerClient(&gosasl.OAuthBearerOptions{
 			Username: cred.Username, Token: string(cred.Token), Host: cred.Host, Port: cred.Port,
 		})}, nil
-	case config.XOAuth2:
+	case XOAuth2:
 		return NewXOAuth2Client(cred.Username, cred.Token), nil
-	case config.Plain:
+	case Plain:
 		return gosasl.NewPlainClient("", cred.Username, string(cred.Password)), nil
-	case config.Login:
+	case Login:
 		return &loginClient{inner: gosasl.NewLoginClient(cred.Username, string(cred.Password)), username: cred.Username}, nil
 	}
 	return nil, fmt.Errorf("%w: %s", ErrNotImplemented, m)

@@ -4,6 +4,11 @@
 //
 // # Mechanisms
 //
+// Mechanism is a mechanism by its registered name, and Mechanisms every
+// name an account's allow-list may hold; configuration converts its
+// setting to them, and ClearText and Token classify them for the
+// transport security policy.
+//
 // Every client satisfies go-sasl's Client interface (Client here is an alias
 // of it), so go-imap v2's (*imapclient.Client).Authenticate runs it. This
 // package implements:
@@ -49,7 +54,7 @@
 //		Permitted:                     policy.PermittedAuthenticationMechanisms,
 //		Advertised:                    caps.AuthMechanisms(),
 //		LoginDisabled:                 caps.Has(imap.CapLoginDisabled),
-//		Security:                      policy.ConnectionSecurity,
+//		CanStayUnencrypted:            policy.ConnectionSecurity.CanStayUnencrypted(),
 //		AllowClearTextOverUnencrypted: policy.AllowClearTextAuthenticationOverUnencryptedConnection,
 //		Encrypted:                     isTLS,
 //	})

@@ -19,7 +19,6 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
@@ -57,15 +56,15 @@ func newClient(t *testing.T, conn net.Conn) *imapclient.Client {
 	return c
 }
 
-func authenticate(t *testing.T, c *imapclient.Client, m config.AuthenticationMechanism, user, password string) error {
+func authenticate(t *testing.T, c *imapclient.Client, m sasl.Mechanism, user, password string) error {
 	t.Helper()
 	cl, err := sasl.NewClient(m, sasl.Credentials{Username: user, Password: []byte(password)})
 	require.NoError(t, err)
 	return sasl.Authenticate(c, cl)
 }
 
-var passwordMechanisms = []config.AuthenticationMechanism{
-	config.ScramSHA1, config.ScramSHA256, config.CramMD5, config.Plain, config.Login,
+var passwordMechanisms = []sasl.Mechanism{
+	sasl.ScramSHA1, sasl.ScramSHA256, sasl.CramMD5, sasl.Plain, sasl.Login,
 }
 
 func TestDovecotAuthenticatesWithEachMechanism(t *testing.T) {
@@ -130,10 +129,10 @@ func TestDovecotChoosesSCRAMOverPLAIN(t *testing.T) {
 	require.ElementsMatch(t, []string{"PLAIN", "SCRAM-SHA-256"}, advertised)
 
 	// PLAIN first in the configured order; SCRAM wins all the same.
-	choice, err := sasl.Choose(mechs{config.Plain, config.ScramSHA256}, advertised,
-		c.Caps().Has(imap.CapLoginDisabled), config.SecurityTLSOnConnect, false, true, false)
+	choice, err := sasl.Choose(mechs{sasl.Plain, sasl.ScramSHA256}, advertised,
+		c.Caps().Has(imap.CapLoginDisabled), false, false, true, false)
 	require.NoError(t, err)
-	require.Equal(t, sasl.Choice{Mechanism: config.ScramSHA256}, choice)
+	require.Equal(t, sasl.Choice{Mechanism: sasl.ScramSHA256}, choice)
 	require.NoError(t, authenticate(t, c, choice.Mechanism, u.Name(), u.Password()))
 	s.WaitLog("user=<"+u.Name()+">, method=SCRAM-SHA-256,", logWait)
 	require.NotContains(t, s.Log(), "method=PLAIN")
@@ -150,10 +149,9 @@ func TestDovecotOnlyCRAMPermittedEndsUnavailable(t *testing.T) {
 	password := func() []byte { passwordReads++; return []byte(u.Password()) }
 
 	n := sasl.NewNegotiator(sasl.Situation{
-		Permitted:     mechs{config.CramMD5},
+		Permitted:     mechs{sasl.CramMD5},
 		Advertised:    caps.AuthMechanisms(),
 		LoginDisabled: caps.Has(imap.CapLoginDisabled),
-		Security:      config.SecurityTLSOnConnect,
 		Encrypted:     true,
 	})
 	choice, err := n.Next()
@@ -183,10 +181,10 @@ func TestDovecotLoginDisabledOverPlaintext(t *testing.T) {
 	require.NotContains(t, caps.AuthMechanisms(), "PLAIN")
 
 	situation := sasl.Situation{
-		Permitted:                     mechs{config.Plain, config.Login},
+		Permitted:                     mechs{sasl.Plain, sasl.Login},
 		Advertised:                    caps.AuthMechanisms(),
 		LoginDisabled:                 true,
-		Security:                      config.SecurityNone,
+		CanStayUnencrypted:            true, // None
 		AllowClearTextOverUnencrypted: true,
 		Encrypted:                     false,
 	}
@@ -196,10 +194,10 @@ func TestDovecotLoginDisabledOverPlaintext(t *testing.T) {
 
 	// With SCRAM permitted too it authenticates over the unencrypted
 	// connection, the password never on the wire.
-	situation.Permitted = append(situation.Permitted, config.ScramSHA256)
+	situation.Permitted = append(situation.Permitted, sasl.ScramSHA256)
 	choice, err := situation.Choose()
 	require.NoError(t, err)
-	require.Equal(t, config.ScramSHA256, choice.Mechanism)
+	require.Equal(t, sasl.ScramSHA256, choice.Mechanism)
 	require.NoError(t, authenticate(t, c, choice.Mechanism, u.Name(), u.Password()))
 	line := s.WaitLog("user=<"+u.Name()+">, method=SCRAM-SHA-256,", logWait)
 	require.False(t, strings.Contains(line, "TLS"), "the connection was not encrypted: %s", line)
@@ -220,7 +218,7 @@ func TestGoIMAPSendsEmptyContinuationAsEquals(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	err = authenticate(t, c, config.ScramSHA256, u.Name(), u.Password())
+	err = authenticate(t, c, sasl.ScramSHA256, u.Name(), u.Password())
 	var imapErr *imap.Error
 	require.True(t, errors.As(err, &imapErr), "go-imap now sends empty continuations correctly: remove EmptyResponseConn (%v)", err)
 	require.Equal(t, imap.StatusResponseTypeBad, imapErr.Type)
@@ -230,12 +228,12 @@ func TestGoIMAPSendsEmptyContinuationAsEquals(t *testing.T) {
 	c2, err := imapclient.DialTLS(s.TLSAddr(), &imapclient.Options{TLSConfig: s.TLSConfig()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c2.Close() })
-	require.NoError(t, authenticate(t, c2, config.Plain, u.Name(), u.Password()))
+	require.NoError(t, authenticate(t, c2, sasl.Plain, u.Name(), u.Password()))
 }
 
-var tokenMechanisms = []config.AuthenticationMechanism{config.OAuthBearer, config.XOAuth2}
+var tokenMechanisms = []sasl.Mechanism{sasl.OAuthBearer, sasl.XOAuth2}
 
-func authenticateWithToken(t *testing.T, c *imapclient.Client, m config.AuthenticationMechanism, user, token string, port int) error {
+func authenticateWithToken(t *testing.T, c *imapclient.Client, m sasl.Mechanism, user, token string, port int) error {
 	t.Helper()
 	cl, err := sasl.NewClient(m, sasl.Credentials{Username: user, Token: []byte(token), Host: dovecot.Host, Port: port})
 	require.NoError(t, err)

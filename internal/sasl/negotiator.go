@@ -3,8 +3,6 @@ package sasl
 import (
 	"errors"
 	"strings"
-
-	"github.com/mailfathom/mailfathom/internal/config"
 )
 
 // Negotiator keeps one session's narrowed mechanism set across attempts.
@@ -29,21 +27,21 @@ import (
 // ErrNoMechanismLeft. A Negotiator is not safe for concurrent use.
 type Negotiator struct {
 	s         Situation
-	remaining map[config.AuthenticationMechanism]bool
+	remaining map[Mechanism]bool
 	tried     bool // a mechanism or the LOGIN command has failed
 	ended     error
 }
 
 // NewNegotiator narrows s's advertised mechanisms to the permitted ones.
 func NewNegotiator(s Situation) *Negotiator {
-	advertised := make(map[config.AuthenticationMechanism]bool, len(s.Advertised))
+	advertised := make(map[Mechanism]bool, len(s.Advertised))
 	for _, a := range s.Advertised {
 		a = strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(a)), "AUTH=")
-		advertised[config.AuthenticationMechanism(a)] = true
+		advertised[Mechanism(a)] = true
 	}
-	n := &Negotiator{s: s, remaining: map[config.AuthenticationMechanism]bool{}}
+	n := &Negotiator{s: s, remaining: map[Mechanism]bool{}}
 	for _, m := range s.Permitted {
-		m = config.AuthenticationMechanism(strings.ToUpper(string(m)))
+		m = Mechanism(strings.ToUpper(string(m)))
 		if advertised[m] {
 			n.remaining[m] = true
 		}
@@ -85,14 +83,14 @@ func (n *Negotiator) After(failed Choice, cause error) {
 	if failed.Mechanism == "" {
 		return
 	}
-	delete(n.remaining, config.AuthenticationMechanism(strings.ToUpper(string(failed.Mechanism))))
+	delete(n.remaining, Mechanism(strings.ToUpper(string(failed.Mechanism))))
 	n.tried = true
 }
 
 // Remaining returns the mechanisms still in the narrowed set, strongest
 // first, including permitted ones this package does not implement.
-func (n *Negotiator) Remaining() []config.AuthenticationMechanism {
-	var out []config.AuthenticationMechanism
+func (n *Negotiator) Remaining() []Mechanism {
+	var out []Mechanism
 	for _, m := range strength {
 		if n.remaining[m] {
 			out = append(out, m)

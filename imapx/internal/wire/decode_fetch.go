@@ -1,14 +1,14 @@
-package imapx
+package wire
 
 import "strings"
 
-// The FETCH response (RFC 3501 §7.4.2) as the reconciliation connection
-// reads it: UID, FLAGS and MODSEQ (RFC 7162 §3.1.4) are kept, every other
-// data item is read to its end, literals included, and dropped.
+// The FETCH response (RFC 3501 §7.4.2) as a Conn reads it: UID, FLAGS and
+// MODSEQ (RFC 7162 §3.1.4) are kept, every other data item is read to its
+// end, literals included, and dropped.
 
 // msgAtt reads a FETCH response's "(" msg-att ")" (RFC 3501 §7.4.2),
 // keeping UID, FLAGS and MODSEQ and skipping every other item.
-func (d *decoder) msgAtt(f *fetchAttrs) error {
+func (d *decoder) msgAtt(f *FetchAttrs) error {
 	if err := d.expect('(', "FETCH data"); err != nil {
 		return err
 	}
@@ -34,16 +34,16 @@ func (d *decoder) msgAtt(f *fetchAttrs) error {
 			if err != nil {
 				return err
 			}
-			if uid == 0 || (f.hasUID && f.uid != uid) {
+			if uid == 0 || (f.HasUID && f.UID != uid) {
 				return malformed("FETCH UID")
 			}
-			f.uid, f.hasUID = uid, true
+			f.UID, f.HasUID = uid, true
 		case "FLAGS":
 			flags, err := d.flagList()
 			if err != nil {
 				return err
 			}
-			f.flags, f.hasFlags = flags, true
+			f.Flags, f.HasFlags = flags, true
 		case "MODSEQ":
 			if err := d.expect('(', "MODSEQ"); err != nil {
 				return err
@@ -59,7 +59,7 @@ func (d *decoder) msgAtt(f *fetchAttrs) error {
 			if err := d.expect(')', "MODSEQ"); err != nil {
 				return err
 			}
-			f.modSeq, f.hasModSeq = m, true
+			f.ModSeq, f.HasModSeq = m, true
 		default:
 			if err := d.skipValue(0); err != nil {
 				return err
@@ -176,7 +176,7 @@ func (d *decoder) flagList() ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !strings.EqualFold(f, string(flagRecent)) {
+		if !strings.EqualFold(f, flagRecent) {
 			flags = append(flags, f)
 		}
 	}
@@ -205,3 +205,7 @@ func (d *decoder) flag() (string, error) {
 	}
 	return `\` + a, nil
 }
+
+// flagRecent is IMAP4rev1's per-session \Recent (RFC 3501 §2.3.2), which
+// flagList leaves out: it says nothing about the message itself.
+const flagRecent = `\Recent`

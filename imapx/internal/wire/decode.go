@@ -1,4 +1,4 @@
-package imapx
+package wire
 
 import (
 	"bufio"
@@ -9,14 +9,13 @@ import (
 	"strings"
 )
 
-// This file is the response decoder of the reconciliation connection: the
-// grammar of RFC 3501 §7 and §9 for the responses the commands of that
-// connection produce (tagged and untagged status responses with their
-// response codes, CAPABILITY, FLAGS, EXISTS, RECENT, EXPUNGE, FETCH with
-// UID, FLAGS and MODSEQ, SEARCH), ENABLED (RFC 5161 §3.2), ESEARCH (RFC 4731
-// §3.1 and §4), HIGHESTMODSEQ, NOMODSEQ and MODSEQ (RFC 7162 §3.1.2,
-// §3.1.4) and VANISHED (RFC 7162 §3.2.10). Any other untagged response is
-// read to its end, literals included, and dropped.
+// This file is the response decoder of a Conn: the grammar of RFC 3501 §7
+// and §9 for the responses its commands produce (tagged and untagged status
+// responses with their response codes, CAPABILITY, FLAGS, EXISTS, RECENT,
+// EXPUNGE, FETCH with UID, FLAGS and MODSEQ, SEARCH), ENABLED (RFC 5161
+// §3.2), ESEARCH (RFC 4731 §3.1 and §4), HIGHESTMODSEQ, NOMODSEQ and MODSEQ
+// (RFC 7162 §3.1.2, §3.1.4) and VANISHED (RFC 7162 §3.2.10). Any other
+// untagged response is read to its end, literals included, and dropped.
 //
 // The decoder reads straight from the connection, byte by byte through a
 // bufio.Reader, and holds no more than the values it returns. Every bound
@@ -29,8 +28,8 @@ import (
 // Bounds of one response.
 const (
 	// maxResponseBytes bounds one response, literals included. An ESEARCH
-	// ALL or SEARCH answer for the largest window, every UID listed
-	// separately, stays below 1.2 MB.
+	// ALL or SEARCH answer for the largest reconciliation window (100,000
+	// UIDs), every UID listed separately, stays below 1.2 MB.
 	maxResponseBytes = 4 << 20
 	// maxTokenBytes bounds a tag, an atom, a flag or a number.
 	maxTokenBytes = 1024
@@ -47,65 +46,67 @@ const (
 	maxCaps = 1024
 )
 
-// respKind says what a response is.
-type respKind uint8
+// Kind says what a response is.
+type Kind uint8
 
+// The kinds of response the decoder tells apart.
 const (
-	respOther      respKind = iota // an untagged response this package does not use, skipped
-	respTagged                     // tag OK/NO/BAD
-	respStatus                     // * OK/NO/BAD/BYE/PREAUTH
-	respContinue                   // + text
-	respCapability                 // * CAPABILITY
-	respEnabled                    // * ENABLED
-	respFlags                      // * FLAGS
-	respExists                     // * n EXISTS
-	respRecent                     // * n RECENT
-	respExpunge                    // * n EXPUNGE
-	respFetch                      // * n FETCH
-	respSearch                     // * SEARCH
-	respESearch                    // * ESEARCH
-	respVanished                   // * VANISHED [(EARLIER)]
+	RespOther      Kind = iota // an untagged response this package does not use, skipped
+	RespTagged                 // tag OK/NO/BAD
+	RespStatus                 // * OK/NO/BAD/BYE/PREAUTH
+	RespContinue               // + text
+	RespCapability             // * CAPABILITY
+	RespEnabled                // * ENABLED
+	RespFlags                  // * FLAGS
+	RespExists                 // * n EXISTS
+	RespRecent                 // * n RECENT
+	RespExpunge                // * n EXPUNGE
+	RespFetch                  // * n FETCH
+	RespSearch                 // * SEARCH
+	RespESearch                // * ESEARCH
+	RespVanished               // * VANISHED [(EARLIER)]
 )
 
-// response is one decoded server response. Only the fields of its kind are
+// Response is one decoded server response. Only the fields of its Kind are
 // set. It never holds a status text: error messages and logs must not carry
 // server text.
-type response struct {
-	kind   respKind
-	tag    string // respTagged
-	status string // respTagged, respStatus: OK, NO, BAD, BYE, PREAUTH
+type Response struct {
+	Kind   Kind
+	Tag    string // RespTagged
+	Status string // RespTagged, RespStatus: OK, NO, BAD, BYE, PREAUTH
 
 	// The response code of a status response, upper-cased, and the values
 	// of the codes this package reads.
-	code          string
-	uidValidity   uint32 // [UIDVALIDITY n]
-	uidNext       uint32 // [UIDNEXT n]
-	highestModSeq uint64 // [HIGHESTMODSEQ n]
+	Code          string
+	UIDValidity   uint32 // [UIDVALIDITY n]
+	UIDNext       uint32 // [UIDNEXT n]
+	HighestModSeq uint64 // [HIGHESTMODSEQ n]
 
-	num  uint32   // message sequence number of EXISTS, RECENT, EXPUNGE, FETCH
-	caps []string // CAPABILITY, ENABLED, [CAPABILITY ...]
+	Num  uint32   // message sequence number of EXISTS, RECENT, EXPUNGE, FETCH
+	Caps []string // CAPABILITY, ENABLED, [CAPABILITY ...]
 
-	fetch fetchAttrs // respFetch
+	Fetch FetchAttrs // RespFetch
 
 	// SEARCH numbers, ESEARCH ALL, VANISHED known-uids; not normalized.
-	set     uidRanges
-	earlier bool // VANISHED (EARLIER)
+	Set     UIDRanges
+	Earlier bool // VANISHED (EARLIER)
 
-	// ESEARCH: the correlator tag, whether the results are UIDs, and
-	// whether it carried ALL.
-	correlator    string
-	hasCorrelator bool
-	uidResult     bool
+	// ESEARCH: the correlator tag, whether it carried one, and whether the
+	// results are UIDs.
+	Correlator    string
+	HasCorrelator bool
+	UIDResult     bool
 }
 
-// fetchAttrs are the data items of a FETCH response this package reads.
-type fetchAttrs struct {
-	uid       uint32
-	flags     []string // never nil when hasFlags
-	modSeq    uint64
-	hasUID    bool
-	hasFlags  bool
-	hasModSeq bool
+// FetchAttrs are the data items of a FETCH response this package reads:
+// UID, FLAGS and MODSEQ. Every other item is read to its end and dropped.
+type FetchAttrs struct {
+	UID       uint32
+	Flags     []string // never nil when HasFlags; \Recent left out
+	ModSeq    uint64
+	HasUID    bool
+	HasFlags  bool
+	HasModSeq bool
 }
 
 // malformedError says which part of the grammar a response broke. It names
@@ -123,8 +124,8 @@ type decoder struct {
 	r      *bufio.Reader
 	budget int // bytes the current response may still take
 	// skipBlank lets the first response be preceded by a bare line ending:
-	// the end of the last response go-imap read before the takeover (see
-	// handoff), which its reader may have left unread.
+	// the end of the last response the previous client read before it let
+	// go of the stream (see New), which its reader may have left unread.
 	skipBlank bool
 }
 
@@ -133,7 +134,7 @@ func newDecoder(r io.Reader) *decoder {
 }
 
 // readResponse reads one whole response.
-func (d *decoder) readResponse() (*response, error) {
+func (d *decoder) readResponse() (*Response, error) {
 	d.budget = maxResponseBytes
 	if d.skipBlank {
 		d.skipBlank = false
@@ -157,7 +158,7 @@ func (d *decoder) readResponse() (*response, error) {
 		if err := d.skipText(); err != nil {
 			return nil, err
 		}
-		return &response{kind: respContinue}, nil
+		return &Response{Kind: RespContinue}, nil
 	case '*':
 		_, _ = d.next()
 		if err := d.expect(' ', "untagged response"); err != nil {
@@ -181,22 +182,22 @@ func (d *decoder) readResponse() (*response, error) {
 	default:
 		return nil, malformed("tagged status")
 	}
-	r := &response{kind: respTagged, tag: tag, status: status}
+	r := &Response{Kind: RespTagged, Tag: tag, Status: status}
 	return r, d.respText(r)
 }
 
-func (d *decoder) untagged() (*response, error) {
+func (d *decoder) untagged() (*Response, error) {
 	b, err := d.peek()
 	if err != nil {
 		return nil, err
 	}
-	r := &response{}
+	r := &Response{}
 	if isDigit(b) {
 		n, err := d.number32("message number")
 		if err != nil {
 			return nil, err
 		}
-		r.num = n
+		r.Num = n
 		if err := d.expect(' ', "message data"); err != nil {
 			return nil, err
 		}
@@ -206,27 +207,27 @@ func (d *decoder) untagged() (*response, error) {
 		}
 		switch name {
 		case "EXISTS":
-			r.kind = respExists
+			r.Kind = RespExists
 		case "RECENT":
-			r.kind = respRecent
+			r.Kind = RespRecent
 		case "EXPUNGE":
 			if n == 0 {
 				return nil, malformed("EXPUNGE of message 0")
 			}
-			r.kind = respExpunge
+			r.Kind = RespExpunge
 		case "FETCH":
 			if n == 0 {
 				return nil, malformed("FETCH of message 0")
 			}
-			r.kind = respFetch
+			r.Kind = RespFetch
 			if err := d.expect(' ', "FETCH"); err != nil {
 				return nil, err
 			}
-			if err := d.msgAtt(&r.fetch); err != nil {
+			if err := d.msgAtt(&r.Fetch); err != nil {
 				return nil, err
 			}
 		default:
-			r.kind = respOther
+			r.Kind = RespOther
 			return r, d.skipLine()
 		}
 		return r, d.crlf()
@@ -238,17 +239,17 @@ func (d *decoder) untagged() (*response, error) {
 	}
 	switch name {
 	case "OK", "NO", "BAD", "BYE", "PREAUTH":
-		r.kind, r.status = respStatus, name
+		r.Kind, r.Status = RespStatus, name
 		return r, d.respText(r)
 	case "CAPABILITY", "ENABLED":
-		r.kind = respCapability
+		r.Kind = RespCapability
 		if name == "ENABLED" {
-			r.kind = respEnabled
+			r.Kind = RespEnabled
 		}
-		r.caps, err = d.atomList()
+		r.Caps, err = d.atomList()
 		return r, err
 	case "FLAGS":
-		r.kind = respFlags
+		r.Kind = RespFlags
 		if err := d.expect(' ', "FLAGS"); err != nil {
 			return nil, err
 		}
@@ -257,23 +258,23 @@ func (d *decoder) untagged() (*response, error) {
 		}
 		return r, d.crlf()
 	case "SEARCH":
-		r.kind = respSearch
+		r.Kind = RespSearch
 		return r, d.searchNumbers(r)
 	case "ESEARCH":
-		r.kind = respESearch
+		r.Kind = RespESearch
 		return r, d.esearch(r)
 	case "VANISHED":
-		r.kind = respVanished
+		r.Kind = RespVanished
 		return r, d.vanished(r)
 	}
-	r.kind = respOther
+	r.Kind = RespOther
 	return r, d.skipLine()
 }
 
 // respText reads resp-text (RFC 3501 §9) to the end of the line: an
 // optional response code and a text, which is dropped. It is lenient about
 // the space before the code and a missing text, as servers are.
-func (d *decoder) respText(r *response) error {
+func (d *decoder) respText(r *Response) error {
 	b, err := d.peek()
 	if err != nil {
 		return err
@@ -290,7 +291,7 @@ func (d *decoder) respText(r *response) error {
 		if err != nil {
 			return err
 		}
-		r.code = strings.ToUpper(code)
+		r.Code = strings.ToUpper(code)
 		var arg string
 		if b, err = d.peek(); err != nil {
 			return err
@@ -312,23 +313,23 @@ func (d *decoder) respText(r *response) error {
 }
 
 // readCode interprets the argument of the response codes this package uses.
-func (r *response) readCode(arg string) error {
+func (r *Response) readCode(arg string) error {
 	var err error
-	switch r.code {
+	switch r.Code {
 	case "UIDVALIDITY":
-		r.uidValidity, err = parseNumber32(arg, true)
+		r.UIDValidity, err = parseNumber32(arg, true)
 	case "UIDNEXT":
-		r.uidNext, err = parseNumber32(arg, false)
+		r.UIDNext, err = parseNumber32(arg, false)
 	case "HIGHESTMODSEQ":
-		r.highestModSeq, err = parseModSeq(arg)
+		r.HighestModSeq, err = parseModSeq(arg)
 	case "CAPABILITY":
-		r.caps = strings.Fields(arg)
-		if len(r.caps) > maxCaps {
+		r.Caps = strings.Fields(arg)
+		if len(r.Caps) > maxCaps {
 			return malformed("capability list too long")
 		}
 	}
 	if err != nil {
-		return malformed("argument of response code " + r.code)
+		return malformed("argument of response code " + r.Code)
 	}
 	return nil
 }

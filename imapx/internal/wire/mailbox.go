@@ -1,4 +1,4 @@
-package imapx
+package wire
 
 import (
 	"encoding/base64"

@@ -1,34 +1,35 @@
-package imapx
+package wire
 
 import (
 	"slices"
 	"strconv"
 )
 
-// UID sets as the reconciliation connection writes and reads them
+// UID sets as a Conn's commands write them and its responses carry them
 // (sequence-set, RFC 3501 §9; known-uids, RFC 7162 §7).
 
-// maxSetBytes bounds the sequence-set of one command line. RFC 7162 §4
+// MaxSetBytes bounds the sequence-set of one command line. RFC 7162 §4
 // (updating RFC 2683 §3.2.1.5) asks clients to keep command lines to about
-// 8192 octets, and Dovecot's imap_max_line_length is 64 KiB; a window whose
-// compressed set is longer is asked about in several commands.
-const maxSetBytes = 7900
+// 8192 octets, and Dovecot's imap_max_line_length is 64 KiB; a list of UIDs
+// whose compressed set is longer is asked about in several commands
+// (ChunkUIDs).
+const MaxSetBytes = 7900
 
-// uidRange is the closed range Lo:Hi, Lo <= Hi, both non-zero.
-type uidRange struct{ Lo, Hi uint32 }
+// UIDRange is the closed range Lo:Hi, Lo <= Hi, both non-zero.
+type UIDRange struct{ Lo, Hi uint32 }
 
-// uidChunk is one command's share of a window: its sequence-set and the
-// UIDs it names.
-type uidChunk struct {
-	set  string
-	uids []uint32
+// Chunk is one command's share of a list of UIDs: its sequence-set and
+// the UIDs it names.
+type Chunk struct {
+	Set  string
+	UIDs []uint32
 }
 
-// chunkUIDs compresses sorted, distinct, non-zero uids into sequence-sets
+// ChunkUIDs compresses sorted, distinct, non-zero uids into sequence-sets
 // of consecutive runs ("1:500,502,510:512"), each at most maxBytes long.
-func chunkUIDs(uids []uint32, maxBytes int) []uidChunk {
+func ChunkUIDs(uids []uint32, maxBytes int) []Chunk {
 	var (
-		out   []uidChunk
+		out   []Chunk
 		set   []byte
 		start int // index in uids where the current chunk starts
 	)
@@ -48,7 +49,7 @@ func chunkUIDs(uids []uint32, maxBytes int) []uidChunk {
 			sep = 1
 		}
 		if len(set) > 0 && len(set)+sep+len(r) > maxBytes {
-			out = append(out, uidChunk{set: string(set), uids: uids[start:i]})
+			out = append(out, Chunk{Set: string(set), UIDs: uids[start:i]})
 			set, start, sep = set[:0], i, 0
 		}
 		if sep == 1 {
@@ -58,21 +59,21 @@ func chunkUIDs(uids []uint32, maxBytes int) []uidChunk {
 		i = j + 1
 	}
 	if len(set) > 0 {
-		out = append(out, uidChunk{set: string(set), uids: uids[start:]})
+		out = append(out, Chunk{Set: string(set), UIDs: uids[start:]})
 	}
 	return out
 }
 
-// uidRanges is a set of UIDs a server reported, kept as the ranges it sent
+// UIDRanges is a set of UIDs a server reported, kept as the ranges it sent
 // rather than expanded: "1:4294967295" costs one entry.
-type uidRanges []uidRange
+type UIDRanges []UIDRange
 
-// normalize sorts and merges overlapping or adjacent ranges.
-func (rs uidRanges) normalize() uidRanges {
+// Normalize sorts and merges overlapping or adjacent ranges.
+func (rs UIDRanges) Normalize() UIDRanges {
 	if len(rs) < 2 {
 		return rs
 	}
-	slices.SortFunc(rs, func(a, b uidRange) int {
+	slices.SortFunc(rs, func(a, b UIDRange) int {
 		switch {
 		case a.Lo < b.Lo:
 			return -1
@@ -93,9 +94,9 @@ func (rs uidRanges) normalize() uidRanges {
 	return out
 }
 
-// contains reports whether uid is in rs, which must be normalized.
-func (rs uidRanges) contains(uid uint32) bool {
-	_, found := slices.BinarySearchFunc(rs, uid, func(r uidRange, u uint32) int {
+// Contains reports whether uid is in rs, which must be normalized (Normalize).
+func (rs UIDRanges) Contains(uid uint32) bool {
+	_, found := slices.BinarySearchFunc(rs, uid, func(r UIDRange, u uint32) int {
 		switch {
 		case r.Hi < u:
 			return -1

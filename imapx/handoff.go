@@ -8,16 +8,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // The reconciliation connection is established exactly like a read
 // session's: dialVia runs the same dial, TLS or STARTTLS negotiation,
 // greeting and authentication (dial.go, auth.go) with go-imap. Once
 // go-imap has authenticated it and read the capabilities, handoff takes the
-// stream away from go-imap's reader, and this package's own command and
-// response layer (wire.go, wire_decode.go) drives it from then on. So the
-// credential handling, the allow-list and the TLS policy are the ones every
-// other connection uses, and go-imap never sees a response it cannot parse.
+// stream away from go-imap's reader, and the adapter's own command and
+// response layer (package wire) drives it from then on. So the credential
+// handling, the allow-list and the TLS policy are the ones every other
+// connection uses, and go-imap never sees a response it cannot parse.
 
 // errTakeover is the cause of a *TransportError when go-imap's reader did
 // not let go of the stream in time.
@@ -85,7 +87,7 @@ func (h *handoff) deadline(set func() error) error {
 // which then sees end of file and ends its reader. Nothing has been sent
 // that a response could still be owed for, so no byte of a later command's
 // answer can have gone to go-imap. (The line ending of go-imap's last
-// response may still be unread; the decoder's skipBlank accepts it.)
+// response may still be unread; wire.New accepts it.)
 func (h *handoff) takeOver(cn *conn) error {
 	h.mu.Lock()
 	h.detached.Store(true)
@@ -105,19 +107,24 @@ func (h *handoff) takeOver(cn *conn) error {
 	return h.Conn.SetDeadline(time.Time{})
 }
 
+// maxUntaggedPerCommand bounds the untagged responses one command of the
+// reconciliation connection may draw: the largest window has one FETCH per
+// UID, and the rest is room for unsolicited updates. A server that keeps
+// sending past it is cut off.
+const maxUntaggedPerCommand = 2*MaxReconcileWindow + 10_000
+
 // dialWire opens a connection like OpenReadSession does and takes it over
-// from go-imap. No folder is open on it.
-func dialWire(ctx context.Context, ep Endpoint, opts SessionOptions) (*wireConn, error) {
+// from go-imap. No folder is open on it. tls reports whether it is
+// encrypted.
+func dialWire(ctx context.Context, ep Endpoint, opts SessionOptions) (_ *wire.Conn, tls bool, _ error) {
 	h := &handoff{}
 	cn, caps, err := dialVia(ctx, ep, opts, h)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := h.takeOver(cn); err != nil {
 		cn.shutdown()
-		return nil, &TransportError{Op: "connect", Err: err}
+		return nil, false, &TransportError{Op: "connect", Err: err}
 	}
-	dec := newDecoder(h.Conn)
-	dec.skipBlank = true
-	return &wireConn{cn: cn, rw: h.Conn, dec: dec, caps: caps}, nil
+	return wire.New(cn.sock, h.Conn, caps, maxUntaggedPerCommand), cn.tls, nil
 }

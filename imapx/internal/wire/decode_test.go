@@ -1,4 +1,4 @@
-package imapx
+package wire
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ import (
 )
 
 // decodeAll decodes every response in raw.
-func decodeAll(raw string) ([]*response, error) {
+func decodeAll(raw string) ([]*Response, error) {
 	d := newDecoder(strings.NewReader(raw))
-	var out []*response
+	var out []*Response
 	for {
 		r, err := d.readResponse()
 		if errors.Is(err, io.EOF) {
@@ -30,7 +30,7 @@ func decodeAll(raw string) ([]*response, error) {
 	}
 }
 
-func decodeOne(t *testing.T, raw string) *response {
+func decodeOne(t *testing.T, raw string) *Response {
 	t.Helper()
 	rs, err := decodeAll(raw)
 	require.NoError(t, err, "%q", raw)
@@ -42,99 +42,99 @@ func decodeOne(t *testing.T, raw string) *response {
 // reconciliation connection's commands, taken from the wire.
 func TestDecodeDovecotResponses(t *testing.T) {
 	r := decodeOne(t, "* OK [CAPABILITY IMAP4rev1 SASL-IR ENABLE IDLE CONDSTORE QRESYNC] Dovecot ready.\r\n")
-	require.Equal(t, respStatus, r.kind)
-	require.Equal(t, "OK", r.status)
-	require.Equal(t, "CAPABILITY", r.code)
-	require.Equal(t, []string{"IMAP4rev1", "SASL-IR", "ENABLE", "IDLE", "CONDSTORE", "QRESYNC"}, r.caps)
+	require.Equal(t, RespStatus, r.Kind)
+	require.Equal(t, "OK", r.Status)
+	require.Equal(t, "CAPABILITY", r.Code)
+	require.Equal(t, []string{"IMAP4rev1", "SASL-IR", "ENABLE", "IDLE", "CONDSTORE", "QRESYNC"}, r.Caps)
 
 	r = decodeOne(t, "* ENABLED QRESYNC\r\n")
-	require.Equal(t, respEnabled, r.kind)
-	require.Equal(t, []string{"QRESYNC"}, r.caps)
+	require.Equal(t, RespEnabled, r.Kind)
+	require.Equal(t, []string{"QRESYNC"}, r.Caps)
 	r = decodeOne(t, "* ENABLED\r\n")
-	require.Equal(t, respEnabled, r.kind)
-	require.Empty(t, r.caps)
+	require.Equal(t, RespEnabled, r.Kind)
+	require.Empty(t, r.Caps)
 
 	r = decodeOne(t, "R1 OK Enabled (0.001 + 0.000 secs).\r\n")
-	require.Equal(t, respTagged, r.kind)
-	require.Equal(t, "R1", r.tag)
-	require.Equal(t, "OK", r.status)
+	require.Equal(t, RespTagged, r.Kind)
+	require.Equal(t, "R1", r.Tag)
+	require.Equal(t, "OK", r.Status)
 
 	r = decodeOne(t, "* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Label1)\r\n")
-	require.Equal(t, respFlags, r.kind)
+	require.Equal(t, RespFlags, r.Kind)
 	r = decodeOne(t, "* OK [PERMANENTFLAGS ()] Read-only mailbox.\r\n")
-	require.Equal(t, "PERMANENTFLAGS", r.code)
+	require.Equal(t, "PERMANENTFLAGS", r.Code)
 	r = decodeOne(t, "* OK [PERMANENTFLAGS (\\Answered \\*)] Flags permitted.\r\n")
-	require.Equal(t, "PERMANENTFLAGS", r.code)
+	require.Equal(t, "PERMANENTFLAGS", r.Code)
 	r = decodeOne(t, "* 12 EXISTS\r\n")
-	require.Equal(t, respExists, r.kind)
-	require.Equal(t, uint32(12), r.num)
+	require.Equal(t, RespExists, r.Kind)
+	require.Equal(t, uint32(12), r.Num)
 	r = decodeOne(t, "* 0 RECENT\r\n")
-	require.Equal(t, respRecent, r.kind)
+	require.Equal(t, RespRecent, r.Kind)
 	r = decodeOne(t, "* OK [UIDVALIDITY 1796018797] UIDs valid\r\n")
-	require.Equal(t, uint32(1796018797), r.uidValidity)
+	require.Equal(t, uint32(1796018797), r.UIDValidity)
 	r = decodeOne(t, "* OK [UIDNEXT 13] Predicted next UID\r\n")
-	require.Equal(t, uint32(13), r.uidNext)
+	require.Equal(t, uint32(13), r.UIDNext)
 	r = decodeOne(t, "* OK [HIGHESTMODSEQ 9223372036854775807] Highest\r\n")
-	require.Equal(t, uint64(math.MaxInt64), r.highestModSeq)
+	require.Equal(t, uint64(math.MaxInt64), r.HighestModSeq)
 	r = decodeOne(t, "* OK [NOMODSEQ] No permanent modsequences\r\n")
-	require.Equal(t, "NOMODSEQ", r.code)
+	require.Equal(t, "NOMODSEQ", r.Code)
 	r = decodeOne(t, "* OK [CLOSED] Previous mailbox closed.\r\n")
-	require.Equal(t, "CLOSED", r.code)
+	require.Equal(t, "CLOSED", r.Code)
 	r = decodeOne(t, "R2 OK [READ-ONLY] Examine completed (0.001 + 0.000 secs).\r\n")
-	require.Equal(t, "READ-ONLY", r.code)
+	require.Equal(t, "READ-ONLY", r.Code)
 	r = decodeOne(t, "R9 NO [NONEXISTENT] Mailbox doesn't exist: Zeta\r\n")
-	require.Equal(t, "NO", r.status)
-	require.Equal(t, "NONEXISTENT", r.code)
+	require.Equal(t, "NO", r.Status)
+	require.Equal(t, "NONEXISTENT", r.Code)
 
 	r = decodeOne(t, "* 4 FETCH (UID 4 FLAGS () MODSEQ (15))\r\n")
-	require.Equal(t, respFetch, r.kind)
-	require.Equal(t, uint32(4), r.num)
-	require.Equal(t, fetchAttrs{uid: 4, flags: []string{}, modSeq: 15, hasUID: true, hasFlags: true, hasModSeq: true}, r.fetch)
+	require.Equal(t, RespFetch, r.Kind)
+	require.Equal(t, uint32(4), r.Num)
+	require.Equal(t, FetchAttrs{UID: 4, Flags: []string{}, ModSeq: 15, HasUID: true, HasFlags: true, HasModSeq: true}, r.Fetch)
 	r = decodeOne(t, "* 1 FETCH (UID 1 FLAGS (\\Answered \\Recent $Label1) MODSEQ (13))\r\n")
-	require.Equal(t, []string{`\Answered`, "$Label1"}, r.fetch.flags, "\\Recent is left out")
+	require.Equal(t, []string{`\Answered`, "$Label1"}, r.Fetch.Flags, "\\Recent is left out")
 	r = decodeOne(t, "* 1 FETCH (FLAGS (\\Seen))\r\n")
-	require.False(t, r.fetch.hasUID)
-	require.True(t, r.fetch.hasFlags)
+	require.False(t, r.Fetch.HasUID)
+	require.True(t, r.Fetch.HasFlags)
 	r = decodeOne(t, "* 1 FETCH (UID 1 MODSEQ (3))\r\n")
-	require.False(t, r.fetch.hasFlags)
+	require.False(t, r.Fetch.HasFlags)
 
 	r = decodeOne(t, "* VANISHED (EARLIER) 7:9,11\r\n")
-	require.Equal(t, respVanished, r.kind)
-	require.True(t, r.earlier)
-	require.Equal(t, uidRanges{{7, 9}, {11, 11}}, r.set)
+	require.Equal(t, RespVanished, r.Kind)
+	require.True(t, r.Earlier)
+	require.Equal(t, UIDRanges{{7, 9}, {11, 11}}, r.Set)
 	r = decodeOne(t, "* VANISHED 300:200,5\r\n")
-	require.False(t, r.earlier)
-	require.Equal(t, uidRanges{{200, 300}, {5, 5}}, r.set)
+	require.False(t, r.Earlier)
+	require.Equal(t, UIDRanges{{200, 300}, {5, 5}}, r.Set)
 	r = decodeOne(t, "* vanished (earlier) 1:4294967295\r\n")
-	require.Equal(t, uidRanges{{1, math.MaxUint32}}, r.set)
+	require.Equal(t, UIDRanges{{1, math.MaxUint32}}, r.Set)
 
 	r = decodeOne(t, "* SEARCH 1 2 3 5 7 8\r\n")
-	require.Equal(t, respSearch, r.kind)
-	require.Equal(t, uidRanges{{1, 3}, {5, 5}, {7, 8}}, r.set)
+	require.Equal(t, RespSearch, r.Kind)
+	require.Equal(t, UIDRanges{{1, 3}, {5, 5}, {7, 8}}, r.Set)
 	r = decodeOne(t, "* SEARCH\r\n")
-	require.Empty(t, r.set)
+	require.Empty(t, r.Set)
 	r = decodeOne(t, "* SEARCH 2 5 6 (MODSEQ 917162500)\r\n")
-	require.Equal(t, uidRanges{{2, 2}, {5, 6}}, r.set)
+	require.Equal(t, UIDRanges{{2, 2}, {5, 6}}, r.Set)
 	r = decodeOne(t, "* SEARCH 4294967295\r\n")
-	require.Equal(t, uidRanges{{math.MaxUint32, math.MaxUint32}}, r.set)
+	require.Equal(t, UIDRanges{{math.MaxUint32, math.MaxUint32}}, r.Set)
 
 	r = decodeOne(t, "* ESEARCH (TAG \"R4\") UID ALL 1:3,5\r\n")
-	require.Equal(t, respESearch, r.kind)
-	require.Equal(t, "R4", r.correlator)
-	require.True(t, r.uidResult)
-	require.Equal(t, uidRanges{{1, 3}, {5, 5}}, r.set)
+	require.Equal(t, RespESearch, r.Kind)
+	require.Equal(t, "R4", r.Correlator)
+	require.True(t, r.UIDResult)
+	require.Equal(t, UIDRanges{{1, 3}, {5, 5}}, r.Set)
 	r = decodeOne(t, "* ESEARCH (TAG \"R4\") UID\r\n")
-	require.True(t, r.uidResult)
-	require.Nil(t, r.set)
+	require.True(t, r.UIDResult)
+	require.Nil(t, r.Set)
 	r = decodeOne(t, "* ESEARCH (TAG \"R4\") UID MIN 1 MAX 9 COUNT 4 ALL 1:2,8:9 MODSEQ 3\r\n")
-	require.Equal(t, uidRanges{{1, 2}, {8, 9}}, r.set)
+	require.Equal(t, UIDRanges{{1, 2}, {8, 9}}, r.Set)
 	r = decodeOne(t, "* ESEARCH (TAG {2}\r\nR4) UID ALL 1\r\n")
-	require.Equal(t, "R4", r.correlator)
+	require.Equal(t, "R4", r.Correlator)
 
 	r = decodeOne(t, "* BYE Logging out\r\n")
-	require.Equal(t, "BYE", r.status)
+	require.Equal(t, "BYE", r.Status)
 	r = decodeOne(t, "+ Ready for additional command text\r\n")
-	require.Equal(t, respContinue, r.kind)
+	require.Equal(t, RespContinue, r.Kind)
 }
 
 // TestDecodeLeniency: bare LF line endings, missing texts, trailing spaces,
@@ -143,17 +143,17 @@ func TestDecodeLeniency(t *testing.T) {
 	rs, err := decodeAll("* 2 EXISTS\n* OK\r\nR1 OK\nR2 ok [read-only]\r\n* SEARCH 1 2 \r\n* capability imap4rev1 \r\n")
 	require.NoError(t, err)
 	require.Len(t, rs, 6)
-	require.Equal(t, "OK", rs[3].status)
-	require.Equal(t, "READ-ONLY", rs[3].code)
-	require.Equal(t, uidRanges{{1, 2}}, rs[4].set)
-	require.Equal(t, []string{"imap4rev1"}, rs[5].caps)
+	require.Equal(t, "OK", rs[3].Status)
+	require.Equal(t, "READ-ONLY", rs[3].Code)
+	require.Equal(t, UIDRanges{{1, 2}}, rs[4].Set)
+	require.Equal(t, []string{"imap4rev1"}, rs[5].Caps)
 
 	// The line ending go-imap may leave unread before the takeover.
 	d := newDecoder(strings.NewReader("\r\n* 1 EXISTS\r\n"))
 	d.skipBlank = true
 	r, err := d.readResponse()
 	require.NoError(t, err)
-	require.Equal(t, respExists, r.kind)
+	require.Equal(t, RespExists, r.Kind)
 	_, err = newDecoder(strings.NewReader("\r\n* 1 EXISTS\r\n")).readResponse()
 	require.ErrorIs(t, err, ErrMalformedResponse, "only right after the takeover")
 }
@@ -173,11 +173,11 @@ func TestDecodeSkipsWhatItDoesNotUse(t *testing.T) {
 	rs, err := decodeAll(raw)
 	require.NoError(t, err)
 	require.Len(t, rs, 6)
-	require.Equal(t, fetchAttrs{uid: 9, flags: []string{`\Seen`}, hasUID: true, hasFlags: true}, rs[0].fetch)
+	require.Equal(t, FetchAttrs{UID: 9, Flags: []string{`\Seen`}, HasUID: true, HasFlags: true}, rs[0].Fetch)
 	for _, r := range rs[1:5] {
-		require.Equal(t, respOther, r.kind)
+		require.Equal(t, RespOther, r.Kind)
 	}
-	require.Equal(t, "R7", rs[5].tag)
+	require.Equal(t, "R7", rs[5].Tag)
 }
 
 // TestDecodeRefusesMalformed: each of these is an ErrMalformedResponse,
@@ -257,31 +257,31 @@ func TestDecodeBoundedMemory(t *testing.T) {
 	}
 	b.WriteString("\r\n")
 	r := decodeOne(t, b.String())
-	require.Equal(t, uidRanges{{1, 100_000}}, r.set)
+	require.Equal(t, UIDRanges{{1, 100_000}}, r.Set)
 }
 
 func TestChunkUIDs(t *testing.T) {
-	require.Empty(t, chunkUIDs(nil, 100))
-	require.Equal(t, []uidChunk{{set: "7", uids: []uint32{7}}}, chunkUIDs([]uint32{7}, 100))
+	require.Empty(t, ChunkUIDs(nil, 100))
+	require.Equal(t, []Chunk{{Set: "7", UIDs: []uint32{7}}}, ChunkUIDs([]uint32{7}, 100))
 	contiguous := make([]uint32, 10_000)
 	for i := range contiguous {
 		contiguous[i] = uint32(i + 1)
 	}
-	require.Equal(t, []uidChunk{{set: "1:10000", uids: contiguous}}, chunkUIDs(contiguous, maxSetBytes))
-	require.Equal(t, "1:3,5,7:8,4294967295", chunkUIDs([]uint32{1, 2, 3, 5, 7, 8, math.MaxUint32}, 100)[0].set)
+	require.Equal(t, []Chunk{{Set: "1:10000", UIDs: contiguous}}, ChunkUIDs(contiguous, MaxSetBytes))
+	require.Equal(t, "1:3,5,7:8,4294967295", ChunkUIDs([]uint32{1, 2, 3, 5, 7, 8, math.MaxUint32}, 100)[0].Set)
 
 	var scattered []uint32
 	for i := uint32(1); i <= 30_000; i += 3 {
 		scattered = append(scattered, i, i+1)
 	}
-	chunks := chunkUIDs(scattered, 200)
+	chunks := ChunkUIDs(scattered, 200)
 	require.Greater(t, len(chunks), 10)
 	var back []uint32
 	for _, c := range chunks {
-		require.LessOrEqual(t, len(c.set), 200)
-		back = append(back, c.uids...)
+		require.LessOrEqual(t, len(c.Set), 200)
+		back = append(back, c.UIDs...)
 		// The set names exactly the chunk's UIDs.
-		d := newDecoder(strings.NewReader(c.set + "\r\n"))
+		d := newDecoder(strings.NewReader(c.Set + "\r\n"))
 		d.budget = maxResponseBytes
 		set, err := d.sequenceSet()
 		require.NoError(t, err)
@@ -291,18 +291,18 @@ func TestChunkUIDs(t *testing.T) {
 				named = append(named, u)
 			}
 		}
-		require.Equal(t, c.uids, named)
+		require.Equal(t, c.UIDs, named)
 	}
 	require.Equal(t, scattered, back)
 }
 
 func TestUIDRanges(t *testing.T) {
-	rs := uidRanges{{10, 20}, {1, 3}, {4, 5}, {15, 30}, {math.MaxUint32, math.MaxUint32}}.normalize()
-	require.Equal(t, uidRanges{{1, 5}, {10, 30}, {math.MaxUint32, math.MaxUint32}}, rs)
+	rs := UIDRanges{{10, 20}, {1, 3}, {4, 5}, {15, 30}, {math.MaxUint32, math.MaxUint32}}.Normalize()
+	require.Equal(t, UIDRanges{{1, 5}, {10, 30}, {math.MaxUint32, math.MaxUint32}}, rs)
 	for uid, want := range map[uint32]bool{1: true, 5: true, 6: false, 9: false, 10: true, 30: true, 31: false, math.MaxUint32: true} {
-		require.Equal(t, want, rs.contains(uid), uid)
+		require.Equal(t, want, rs.Contains(uid), uid)
 	}
-	require.False(t, uidRanges(nil).contains(1))
+	require.False(t, UIDRanges(nil).Contains(1))
 }
 
 func TestEncodeMailbox(t *testing.T) {
@@ -367,35 +367,35 @@ func FuzzDecodeResponses(f *testing.F) {
 	})
 }
 
-func checkInvariants(t *testing.T, r *response) {
-	for _, rg := range r.set {
+func checkInvariants(t *testing.T, r *Response) {
+	for _, rg := range r.Set {
 		if rg.Lo == 0 || rg.Lo > rg.Hi {
 			t.Fatalf("bad range %v", rg)
 		}
 	}
-	if len(r.set) > maxSetRanges {
-		t.Fatalf("%d ranges", len(r.set))
+	if len(r.Set) > maxSetRanges {
+		t.Fatalf("%d ranges", len(r.Set))
 	}
-	f := r.fetch
-	if f.hasFlags && f.flags == nil {
+	f := r.Fetch
+	if f.HasFlags && f.Flags == nil {
 		t.Fatal("FLAGS present but nil")
 	}
-	if len(f.flags) > maxFlags {
-		t.Fatalf("%d flags", len(f.flags))
+	if len(f.Flags) > maxFlags {
+		t.Fatalf("%d flags", len(f.Flags))
 	}
-	if f.hasUID && f.uid == 0 {
+	if f.HasUID && f.UID == 0 {
 		t.Fatal("UID 0")
 	}
-	if f.modSeq > math.MaxInt64 || r.highestModSeq > math.MaxInt64 {
+	if f.ModSeq > math.MaxInt64 || r.HighestModSeq > math.MaxInt64 {
 		t.Fatal("mod-sequence above 63 bits")
 	}
-	switch r.kind {
-	case respTagged:
-		if r.tag == "" || strings.Contains(r.tag, "+") || !slices.Contains([]string{"OK", "NO", "BAD"}, r.status) {
-			t.Fatalf("bad tagged response %q %q", r.tag, r.status)
+	switch r.Kind {
+	case RespTagged:
+		if r.Tag == "" || strings.Contains(r.Tag, "+") || !slices.Contains([]string{"OK", "NO", "BAD"}, r.Status) {
+			t.Fatalf("bad tagged response %q %q", r.Tag, r.Status)
 		}
-	case respFetch, respExpunge:
-		if r.num == 0 {
+	case RespFetch, RespExpunge:
+		if r.Num == 0 {
 			t.Fatal("message number 0")
 		}
 	}
@@ -421,8 +421,8 @@ func FuzzLiteralCannotDesynchronize(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
-		if len(rs) != 3 || rs[0].fetch.uid != 1 || !slices.Equal(rs[0].fetch.flags, []string{`\Seen`}) ||
-			rs[1].fetch.uid != 2 || rs[1].fetch.hasFlags || rs[2].tag != "R1" {
+		if len(rs) != 3 || rs[0].Fetch.UID != 1 || !slices.Equal(rs[0].Fetch.Flags, []string{`\Seen`}) ||
+			rs[1].Fetch.UID != 2 || rs[1].Fetch.HasFlags || rs[2].Tag != "R1" {
 			t.Fatalf("desynchronized: %d responses", len(rs))
 		}
 	})

@@ -1,4 +1,4 @@
-package imapx
+package wire
 
 import "math"
 
@@ -9,7 +9,7 @@ import "math"
 // searchNumbers reads the rest of "* SEARCH" (RFC 3501 §7.2.5): numbers,
 // and the "(MODSEQ n)" RFC 7162 §3.1.6 may add, collected as ranges of
 // consecutive numbers.
-func (d *decoder) searchNumbers(r *response) error {
+func (d *decoder) searchNumbers(r *Response) error {
 	for {
 		b, err := d.peek()
 		if err != nil {
@@ -40,21 +40,21 @@ func (d *decoder) searchNumbers(r *response) error {
 		if n == 0 {
 			return malformed("SEARCH number 0")
 		}
-		if k := len(r.set); k > 0 && r.set[k-1].Hi != math.MaxUint32 && r.set[k-1].Hi+1 == n {
-			r.set[k-1].Hi = n
+		if k := len(r.Set); k > 0 && r.Set[k-1].Hi != math.MaxUint32 && r.Set[k-1].Hi+1 == n {
+			r.Set[k-1].Hi = n
 			continue
 		}
-		if len(r.set) >= maxSetRanges {
+		if len(r.Set) >= maxSetRanges {
 			return malformed("SEARCH answer too long")
 		}
-		r.set = append(r.set, uidRange{Lo: n, Hi: n})
+		r.Set = append(r.Set, UIDRange{Lo: n, Hi: n})
 	}
 }
 
 // esearch reads the rest of "* ESEARCH" (RFC 4731 §4): an optional
 // (TAG "tag") correlator, an optional UID indicator and return data, of
 // which ALL is kept and anything else skipped.
-func (d *decoder) esearch(r *response) error {
+func (d *decoder) esearch(r *Response) error {
 	for {
 		b, err := d.peek()
 		if err != nil {
@@ -73,7 +73,7 @@ func (d *decoder) esearch(r *response) error {
 			continue
 		}
 		if b == '(' {
-			if r.hasCorrelator {
+			if r.HasCorrelator {
 				return malformed("ESEARCH correlator")
 			}
 			_, _ = d.next()
@@ -87,10 +87,10 @@ func (d *decoder) esearch(r *response) error {
 			if err := d.expect(' ', "ESEARCH correlator"); err != nil {
 				return err
 			}
-			if r.correlator, err = d.astring(); err != nil {
+			if r.Correlator, err = d.astring(); err != nil {
 				return err
 			}
-			r.hasCorrelator = true
+			r.HasCorrelator = true
 			if err := d.expect(')', "ESEARCH correlator"); err != nil {
 				return err
 			}
@@ -101,7 +101,7 @@ func (d *decoder) esearch(r *response) error {
 			return err
 		}
 		if name == "UID" {
-			r.uidResult = true
+			r.UIDResult = true
 			continue
 		}
 		if err := d.expect(' ', "ESEARCH return data"); err != nil {
@@ -109,10 +109,10 @@ func (d *decoder) esearch(r *response) error {
 		}
 		switch name {
 		case "ALL":
-			if r.set != nil {
+			if r.Set != nil {
 				return malformed("ESEARCH ALL twice")
 			}
-			if r.set, err = d.sequenceSet(); err != nil {
+			if r.Set, err = d.sequenceSet(); err != nil {
 				return err
 			}
 		default: // MIN, MAX, COUNT, MODSEQ, extensions
@@ -125,7 +125,7 @@ func (d *decoder) esearch(r *response) error {
 
 // vanished reads the rest of "* VANISHED" (RFC 7162 §3.2.10):
 // [(EARLIER) SP] known-uids.
-func (d *decoder) vanished(r *response) error {
+func (d *decoder) vanished(r *Response) error {
 	if err := d.expect(' ', "VANISHED"); err != nil {
 		return err
 	}
@@ -148,9 +148,9 @@ func (d *decoder) vanished(r *response) error {
 		if err := d.expect(' ', "VANISHED"); err != nil {
 			return err
 		}
-		r.earlier = true
+		r.Earlier = true
 	}
-	if r.set, err = d.sequenceSet(); err != nil {
+	if r.Set, err = d.sequenceSet(); err != nil {
 		return err
 	}
 	return d.crlf()
@@ -158,8 +158,8 @@ func (d *decoder) vanished(r *response) error {
 
 // sequenceSet reads a sequence-set of UIDs without "*" (RFC 7162 §7
 // known-uids; RFC 4731 ALL of a UID search).
-func (d *decoder) sequenceSet() (uidRanges, error) {
-	var set uidRanges
+func (d *decoder) sequenceSet() (UIDRanges, error) {
+	var set UIDRanges
 	for {
 		lo, err := d.number32("sequence set")
 		if err != nil {
@@ -182,7 +182,7 @@ func (d *decoder) sequenceSet() (uidRanges, error) {
 		if len(set) >= maxSetRanges {
 			return nil, malformed("sequence set too long")
 		}
-		set = append(set, uidRange{Lo: min(lo, hi), Hi: max(lo, hi)})
+		set = append(set, UIDRange{Lo: min(lo, hi), Hi: max(lo, hi)})
 		if b, err = d.peek(); err != nil {
 			return nil, err
 		}
