@@ -13,6 +13,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/mailfathom/mailfathom/imapx/internal/wire"
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // Error texts name the command, the status and the response code only: a
@@ -25,21 +26,21 @@ import (
 // re-examined reports another UIDVALIDITY than when it was first examined:
 // it is no longer the folder the run started on. Until the next Examine, the
 // session refuses to search or fetch in it.
-var ErrMailboxFolderRecreated = errors.New("imapx: the open folder was recreated (UIDVALIDITY changed)")
+var ErrMailboxFolderRecreated = failure.New("MailboxFolderRecreated", "imapx: the open folder was recreated (UIDVALIDITY changed)")
 
 // ErrFolderListTooLarge is returned by ListFolders when the server lists more
 // folders than SessionOptions.MaxListedFolders.
-var ErrFolderListTooLarge = errors.New("imapx: the server lists more folders than the limit")
+var ErrFolderListTooLarge = failure.New("FolderListTooLarge", "imapx: the server lists more folders than the limit")
 
 // ErrStartTLSUnavailable is returned by OpenReadSession in StartTLSRequired
 // mode when the server does not advertise STARTTLS (or greets with PREAUTH,
 // after which STARTTLS is no longer possible). It is terminal.
-var ErrStartTLSUnavailable = errors.New("imapx: STARTTLS is required but the server does not offer it")
+var ErrStartTLSUnavailable = failure.New("StartTlsUnavailable", "imapx: STARTTLS is required but the server does not offer it")
 
 // ErrLoginDisabled is returned by OpenReadSession when the server offers
 // neither AUTH=PLAIN nor the LOGIN command (LOGINDISABLED), which Dovecot
 // does on a connection it does not consider secured. It is terminal.
-var ErrLoginDisabled = errors.New("imapx: the server offers no usable authentication mechanism (LOGINDISABLED)")
+var ErrLoginDisabled = failure.New("LoginDisabled", "imapx: the server offers no usable authentication mechanism (LOGINDISABLED)")
 
 // ErrProtocolViolation marks a server answer that parsed but cannot be
 // right: a folder without UIDVALIDITY, a search result with "*" or more UIDs
@@ -57,7 +58,7 @@ var ErrNoFolder = wire.ErrNoFolder
 // SEARCH or ESEARCH response. Such an answer is refused rather than read as
 // the silence a deleted message produces. It is terminal for the run (the
 // next run asks again); the connection stays usable.
-var ErrIncompleteAnswer = errors.New("imapx: the server's answer leaves out data the command asked for")
+var ErrIncompleteAnswer = failure.New("MailboxAnswerIncomplete", "imapx: the server's answer leaves out data the command asked for")
 
 // ErrMalformedResponse is the cause of a *TransportError when the response
 // stream of the reconciliation connection could not be parsed, or exceeded
@@ -85,6 +86,9 @@ func (e *AuthenticationError) Error() string {
 	return s + ")"
 }
 
+// Identity implements failure.Named.
+func (e *AuthenticationError) Identity() string { return "MailAuthenticationRejected" }
+
 // TokenError reports that a token account's access token could not be
 // obtained (Endpoint.Token failed), so nothing was sent to the mail server.
 // It is terminal here, whatever its cause: the token source runs the
@@ -103,6 +107,22 @@ func (e *TokenError) Error() string { return "imapx: obtain access token: " + e.
 
 func (e *TokenError) Unwrap() error { return e.Err }
 
+// Identity implements failure.Named: MailAuthorizationServerUnavailable
+// when the token source says the work is worth attempting again later (its
+// authorization server declined it: a limit its pipeline imposed, or an
+// overload that outlived every attempt), MailAccessTokenUnavailable
+// otherwise (a grant the server refused, a misconfigured endpoint).
+func (e *TokenError) Identity() string {
+	var (
+		later       interface{ RetryLater() bool }
+		unavailable interface{ DependencyUnavailable() bool }
+	)
+	if (errors.As(e.Err, &later) && later.RetryLater()) || (errors.As(e.Err, &unavailable) && unavailable.DependencyUnavailable()) {
+		return "MailAuthorizationServerUnavailable"
+	}
+	return "MailAccessTokenUnavailable"
+}
+
 // CommandError reports that the server answered a command with NO or BAD. It
 // is terminal; the connection stays usable.
 type CommandError struct {
@@ -119,6 +139,9 @@ func (e *CommandError) Error() string {
 	return s
 }
 
+// Identity implements failure.Named.
+func (e *CommandError) Identity() string { return "MailboxCommandRefused" }
+
 // TransportError reports that the connection failed during an operation: it
 // was dropped or closed, timed out, or the response stream could not be
 // parsed. It is transient. The connection is unusable afterwards; Recover
@@ -133,6 +156,9 @@ func (e *TransportError) Error() string {
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
+
+// Identity implements failure.Named.
+func (e *TransportError) Identity() string { return "MailboxConnectionLost" }
 
 // fromWire turns an error of the reconciliation connection's command layer
 // into this package's: its *wire.CommandError and *wire.TransportError
@@ -186,6 +212,9 @@ func (e *TLSError) Error() string {
 }
 
 func (e *TLSError) Unwrap() error { return e.Err }
+
+// Identity implements failure.Named.
+func (e *TLSError) Identity() string { return "MailboxTlsRefused" }
 
 var errInsecureSkipVerify = errors.New("imapx: TLS: a configuration that skips certificate verification is refused")
 

@@ -1,5 +1,7 @@
 package imapx
 
+import "github.com/mailfathom/mailfathom/internal/failure"
+
 // PolicyViolationError reports an endpoint whose transport security policy
 // breaks a rule configuration already enforces at startup. The adapter is
 // handed its policy and checks it again before it connects, so no code path
@@ -12,8 +14,11 @@ type PolicyViolationError struct {
 }
 
 func (e *PolicyViolationError) Error() string {
-	return "imapx: " + e.Reason + " [" + e.Rule + "]"
+	return failure.Text("imapx: "+e.Reason, e.Rule)
 }
+
+// Identity implements failure.Named: the violated rule.
+func (e *PolicyViolationError) Identity() string { return e.Rule }
 
 // The transport-security rule identities the adapter reports.
 // Configuration refuses the same violations at startup under the same

@@ -12,13 +12,11 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/database"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/resilience"
-	"github.com/mailfathom/mailfathom/internal/sasl"
-	"github.com/mailfathom/mailfathom/internal/secret"
-	"github.com/mailfathom/mailfathom/internal/trustanchor"
 )
 
 // Disposition is what River does with a failed work unit. River is the
@@ -92,57 +90,16 @@ func ClassifyFailure(err error) Disposition {
 }
 
 // FailureIdentity is the stable name a failure is reported under, in the
-// log and in River UI: the failure's own identity where it has one, the Go
-// type otherwise. It never carries the failure's text.
+// log and in River UI: the identity of the outermost failure in its chain
+// that has one (failure.Named); for PostgreSQL's own failures, which carry
+// none, Database with the SQLSTATE or DatabaseConnectionLost; Timeout for a
+// deadline; the Go type otherwise. It never carries the failure's text.
 func FailureIdentity(err error) string {
-	var (
-		authErr   *imapx.AuthenticationError
-		tlsErr    *imapx.TLSError
-		cmdErr    *imapx.CommandError
-		secretErr *secret.Error
-		loadErr   *trustanchor.LoadError
-		pgErr     *pgconn.PgError
-		policyErr *imapx.PolicyViolationError
-		tokenErr  *imapx.TokenError
-	)
+	if id, ok := failure.Identity(err); ok {
+		return id
+	}
+	var pgErr *pgconn.PgError
 	switch {
-	case mailsession.IsMailboxUnavailable(err):
-		return mailsession.MailboxUnavailableIdentity
-	case resilience.IsDependencyUnavailable(err):
-		return "DependencyUnavailable"
-	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
-		return "MailboxFolderRecreated"
-	case errors.Is(err, sasl.ErrMechanismUnavailable):
-		return sasl.MechanismUnavailableIdentity
-	case errors.As(err, &tokenErr):
-		if ClassifyFailure(err) == Retry {
-			return "MailAuthorizationServerUnavailable"
-		}
-		return "MailAccessTokenUnavailable"
-	case errors.As(err, &policyErr):
-		return policyErr.Rule
-	case errors.As(err, &authErr):
-		return "MailAuthenticationRejected"
-	case errors.As(err, &tlsErr):
-		return "MailboxTlsRefused"
-	case errors.Is(err, imapx.ErrStartTLSUnavailable):
-		return "StartTlsUnavailable"
-	case errors.Is(err, imapx.ErrLoginDisabled):
-		return "LoginDisabled"
-	case errors.Is(err, imapx.ErrIncompleteAnswer):
-		return "MailboxAnswerIncomplete"
-	case errors.Is(err, imapx.ErrProtocolViolation):
-		return "MailboxProtocolViolation"
-	case errors.Is(err, imapx.ErrFolderListTooLarge):
-		return "FolderListTooLarge"
-	case errors.As(err, &cmdErr):
-		return "MailboxCommandRefused"
-	case errors.As(err, &secretErr):
-		return string(secretErr.Failure)
-	case errors.As(err, &loadErr):
-		return string(loadErr.Failure)
-	case errors.Is(err, mailstore.ErrConcurrencyConflict):
-		return "PersistenceConcurrencyConflict"
 	case errors.As(err, &pgErr):
 		return "Database" + pgErr.Code
 	case database.ConnectionLost(err):
@@ -153,21 +110,10 @@ func FailureIdentity(err error) string {
 	return fmt.Sprintf("%T", err)
 }
 
-// jobFailure is a permanent failure as River records it: the failure's text
-// (which every MailFathom error keeps free of mail content and secrets)
-// followed by its identity in brackets, the way configuration reports a
-// violation.
-type jobFailure struct {
-	identity string
-	err      error
-}
-
-func (e *jobFailure) Error() string { return e.err.Error() + " [" + e.identity + "]" }
-func (e *jobFailure) Unwrap() error { return e.err }
-
-// cancelJob is river.JobCancel with the failure's identity in the text.
+// cancelJob is river.JobCancel with the failure's identity in brackets at
+// the end of its text, as every named failure's (failure.Text).
 func cancelJob(err error) error {
-	return river.JobCancel(&jobFailure{identity: FailureIdentity(err), err: err})
+	return river.JobCancel(failure.Wrap(FailureIdentity(err), err))
 }
 
 // failureMiddleware applies ClassifyFailure to whatever a worker returns,

@@ -50,6 +50,6 @@ func TestWorkConnectionOfAnAbandonedAttemptIsReleased(t *testing.T) {
 	require.Equal(t, 2, attempts)
 	require.Zero(t, pool.Stat().AcquiredConns(), "no connection is left in use")
 	var locks int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'`).Scan(&locks))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&locks))
 	require.Zero(t, locks, "no liveness lock outlives the attempt")
 }

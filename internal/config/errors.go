@@ -1,6 +1,10 @@
 package config
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
+)
 
 // Problem is one thing wrong with the configuration, attributed to the
 // variable it concerns. Its text never contains the value of a secret
@@ -20,11 +24,7 @@ type Problem struct {
 
 // String returns "VARIABLE: message", followed by " [Rule]" when Rule is set.
 func (p Problem) String() string {
-	s := p.Variable + ": " + p.Message
-	if p.Rule != "" {
-		s += " [" + p.Rule + "]"
-	}
-	return s
+	return failure.Text(p.Variable+": "+p.Message, p.Rule)
 }
 
 // Error reports every problem Load found, so an operator fixes them all in

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // Mapping is one configured folder: an alias and exactly one of a remote
@@ -48,9 +50,9 @@ type Resolution struct {
 
 var (
 	// ErrFolderAliasUnresolved: no advertised folder matches the mapping.
-	ErrFolderAliasUnresolved = errors.New("FolderAliasUnresolved")
+	ErrFolderAliasUnresolved = failure.New("FolderAliasUnresolved", "folders: no advertised folder matches the alias")
 	// ErrFolderAliasAmbiguous: several advertised folders match it.
-	ErrFolderAliasAmbiguous = errors.New("FolderAliasAmbiguous")
+	ErrFolderAliasAmbiguous = failure.New("FolderAliasAmbiguous", "folders: several advertised folders match the alias")
 )
 
 // Identity returns the failure identity of a resolution error,
@@ -60,9 +62,9 @@ var (
 func Identity(err error) string {
 	switch {
 	case errors.Is(err, ErrFolderAliasAmbiguous):
-		return ErrFolderAliasAmbiguous.Error()
+		return ErrFolderAliasAmbiguous.Name
 	case errors.Is(err, ErrFolderAliasUnresolved):
-		return ErrFolderAliasUnresolved.Error()
+		return ErrFolderAliasUnresolved.Name
 	}
 	return ""
 }
@@ -95,6 +97,10 @@ func (e *ResolutionError) Error() string {
 
 // Unwrap returns Kind, so errors.Is works with the sentinels.
 func (e *ResolutionError) Unwrap() error { return e.Kind }
+
+// Identity implements failure.Named: FolderAliasUnresolved or
+// FolderAliasAmbiguous.
+func (e *ResolutionError) Identity() string { return Identity(e.Kind) }
 
 // specialUseAttributes maps each configuration role to the mailbox
 // attribute that carries it: RFC 6154's, RFC 8457's \Important, and the

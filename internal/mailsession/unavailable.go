@@ -3,6 +3,8 @@ package mailsession
 import (
 	"errors"
 	"fmt"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // MailboxUnavailableIdentity is the failure name a MailboxUnavailableError
@@ -30,8 +32,11 @@ type MailboxUnavailableError struct {
 }
 
 func (e *MailboxUnavailableError) Error() string {
-	return fmt.Sprintf("mailbox of account %q is unavailable for %s: %v [%s]", e.Account, e.Operation, e.Err, MailboxUnavailableIdentity)
+	return failure.Text(fmt.Sprintf("mailbox of account %q is unavailable for %s: %v", e.Account, e.Operation, e.Err), MailboxUnavailableIdentity)
 }
+
+// Identity implements failure.Named.
+func (e *MailboxUnavailableError) Identity() string { return MailboxUnavailableIdentity }
 
 // Unwrap returns the cause.
 func (e *MailboxUnavailableError) Unwrap() error { return e.Err }

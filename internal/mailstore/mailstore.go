@@ -51,6 +51,13 @@ func (conflictSentinel) Error() string {
 	return "mailstore: concurrency conflict: another run got there first"
 }
 
+// Identity implements failure.Named.
+func (conflictSentinel) Identity() string { return ConcurrencyConflictIdentity }
+
+// ConcurrencyConflictIdentity is the identity a concurrency conflict is
+// reported under.
+const ConcurrencyConflictIdentity = "PersistenceConcurrencyConflict"
+
 // ConcurrencyConflict declares the failure a lost optimistic-concurrency
 // race, which RetryConflicts retries and no resilience pipeline repeats.
 func (conflictSentinel) ConcurrencyConflict() bool { return true }
@@ -67,6 +74,9 @@ func (e *ConcurrencyConflictError) Error() string {
 // ConcurrencyConflict declares the failure a lost optimistic-concurrency
 // race (see ErrConcurrencyConflict).
 func (e *ConcurrencyConflictError) ConcurrencyConflict() bool { return true }
+
+// Identity implements failure.Named.
+func (e *ConcurrencyConflictError) Identity() string { return ConcurrencyConflictIdentity }
 
 // Is makes errors.Is(err, ErrConcurrencyConflict) true.
 func (e *ConcurrencyConflictError) Is(target error) bool { return target == ErrConcurrencyConflict }

@@ -82,6 +82,9 @@ func (e *DependencyUnavailableError) Error() string {
 // Unwrap returns the library's rejection.
 func (e *DependencyUnavailableError) Unwrap() error { return e.Err }
 
+// Identity names the failure for operators: DependencyUnavailable.
+func (e *DependencyUnavailableError) Identity() string { return "DependencyUnavailable" }
+
 // Is makes errors.Is(err, ErrDependencyUnavailable) true.
 func (e *DependencyUnavailableError) Is(target error) bool { return target == ErrDependencyUnavailable }
 

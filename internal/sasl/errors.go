@@ -3,6 +3,8 @@ package sasl
 import (
 	"errors"
 	"strconv"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // MechanismUnavailableIdentity is the stable identity of the failure that
@@ -14,7 +16,7 @@ const MechanismUnavailableIdentity = "MailAuthenticationMechanismUnavailable"
 // account permits and the clear-text LOGIN command is not an allowed
 // fallback. Nothing was sent: the attempt ends before any credential is
 // needed. errors.Is matches every *MechanismUnavailableError.
-var ErrMechanismUnavailable = errors.New("sasl: no permitted authentication mechanism is available [" + MechanismUnavailableIdentity + "]")
+var ErrMechanismUnavailable = failure.New(MechanismUnavailableIdentity, "sasl: no permitted authentication mechanism is available")
 
 // MechanismUnavailableError is ErrMechanismUnavailable with the reason. The
 // reason is this package's own sentence: it never holds server text, a user
@@ -24,8 +26,11 @@ type MechanismUnavailableError struct {
 }
 
 func (e *MechanismUnavailableError) Error() string {
-	return "sasl: no permitted authentication mechanism is available: " + e.Reason + " [" + MechanismUnavailableIdentity + "]"
+	return failure.Text("sasl: no permitted authentication mechanism is available: "+e.Reason, MechanismUnavailableIdentity)
 }
+
+// Identity implements failure.Named.
+func (e *MechanismUnavailableError) Identity() string { return MechanismUnavailableIdentity }
 
 // Is makes errors.Is(err, ErrMechanismUnavailable) true.
 func (e *MechanismUnavailableError) Is(target error) bool { return target == ErrMechanismUnavailable }

@@ -1,6 +1,10 @@
 package secret
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
+)
 
 // Failure is the stable identity of a secret failure. Operators and log
 // queries match on it; the surrounding prose may change.
@@ -44,11 +48,11 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Reason)
-	b.WriteString(" [")
-	b.WriteString(string(e.Failure))
-	b.WriteString("]")
-	return b.String()
+	return failure.Text(b.String(), string(e.Failure))
 }
+
+// Identity implements failure.Named.
+func (e *Error) Identity() string { return string(e.Failure) }
 
 // Unwrap returns the sanitized cause, if any, so errors.Is(err,
 // fs.ErrNotExist) and errors.Is(err, context.Canceled) work.

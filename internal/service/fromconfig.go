@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -45,11 +46,11 @@ func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Reso
 		clear(material)
 		if err != nil {
 			var serr *secret.Error
-			failure := "SecretNotResolvable"
+			identity := string(secret.SecretNotResolvable)
 			if errors.As(err, &serr) {
-				failure = string(serr.Failure)
+				identity = string(serr.Failure)
 			}
-			problems = append(problems, fmt.Sprintf("%s: the secret reference does not resolve [%s]", ref.Variable, failure))
+			problems = append(problems, failure.Text(ref.Variable+": the secret reference does not resolve", identity))
 		}
 	}
 	var anchors []LoadedAnchor

@@ -34,10 +34,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // ErrFull reports that a bound is reached; try again later.
-var ErrFull = errors.New("slots: concurrency bound reached")
+var ErrFull = failure.New("ConcurrencyBoundReached", "slots: concurrency bound reached")
 
 // Lock namespaces, in the high byte of each 64-bit advisory key, so the
 // keys of one kind never collide with another's. 0x6d is 'm' (MailFathom).

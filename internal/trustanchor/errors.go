@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
@@ -85,11 +86,11 @@ func (e *LoadError) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Reason)
-	b.WriteString(" [")
-	b.WriteString(string(e.Failure))
-	b.WriteString("]")
-	return b.String()
+	return failure.Text(b.String(), string(e.Failure))
 }
+
+// Identity implements failure.Named.
+func (e *LoadError) Identity() string { return string(e.Failure) }
 
 // Unwrap returns the *secret.Error behind a resolution failure, if any.
 func (e *LoadError) Unwrap() error { return e.cause }
@@ -165,8 +166,11 @@ type ValidationError struct {
 
 // Error implements error.
 func (e *ValidationError) Error() string {
-	return "server certificate: " + e.Reason + " [" + string(e.Failure) + "]"
+	return failure.Text("server certificate: "+e.Reason, string(e.Failure))
 }
+
+// Identity implements failure.Named.
+func (e *ValidationError) Identity() string { return string(e.Failure) }
 
 // Unwrap returns the underlying crypto/x509 error, if any, so callers that
 // classify x509.HostnameError or x509.UnknownAuthorityError keep working.

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // The sentinel errors of this file are the adapter's own: package imapx
@@ -25,16 +27,16 @@ import (
 // stream of a Conn could not be parsed, or exceeded a bound (line, literal,
 // nesting, count): the conversation can no longer be trusted, so the
 // connection is closed. It is transient, like every *TransportError.
-var ErrMalformedResponse = errors.New("imapx: malformed or oversized server response")
+var ErrMalformedResponse = failure.New("MailboxResponseMalformed", "imapx: malformed or oversized server response")
 
 // ErrProtocolViolation marks a server answer that parsed but cannot be
 // right, such as an EXAMINE without UIDVALIDITY. It is terminal: repeating
 // the request gets the same answer.
-var ErrProtocolViolation = errors.New("imapx: server response violates the protocol")
+var ErrProtocolViolation = failure.New("MailboxProtocolViolation", "imapx: server response violates the protocol")
 
 // ErrNoFolder is returned by a command that needs a folder open when none
 // is.
-var ErrNoFolder = errors.New("imapx: no folder is open")
+var ErrNoFolder = failure.New("MailboxNoFolderOpen", "imapx: no folder is open")
 
 // The causes a *TransportError names by kind (see TransportKind).
 var (
