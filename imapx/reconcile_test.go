@@ -175,7 +175,7 @@ func serverFlags(u *dovecot.User, folder string, uid uint32) string {
 // localCopy is what a reconciliation worker would store: flags by UID.
 type localCopy map[uint32]string
 
-// apply applies an answer the way the seed's pass does: refreshed flags
+// apply applies an answer the way the backward pass does: refreshed flags
 // for described UIDs, nothing for confirmed ones, removal for vanished.
 func (l localCopy) apply(t testing.TB, window []uint32, a imapx.ReconcileAnswer) {
 	t.Helper()
