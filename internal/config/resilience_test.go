@@ -132,7 +132,7 @@ func TestResilienceRejects(t *testing.T) {
 		{"zero base delay", map[string]string{auth + "BASE_DELAY": "0"}, auth + "BASE_DELAY", []string{"from 1ms to 1h"}},
 		{"max delay above range", map[string]string{retrieval + "MAX_DELAY": "61m", retrieval + "TOTAL_TIMEOUT": "2h"}, retrieval + "MAX_DELAY", []string{"from 1ms to 1h"}},
 		{"total timeout above range", map[string]string{retrieval + "TOTAL_TIMEOUT": "25h"}, retrieval + "TOTAL_TIMEOUT", []string{"from 1ms to 24h"}},
-		{".NET duration", map[string]string{retrieval + "TOTAL_TIMEOUT": "00:03:00"}, retrieval + "TOTAL_TIMEOUT", []string{"Go duration"}},
+		{"hh:mm:ss duration", map[string]string{retrieval + "TOTAL_TIMEOUT": "00:03:00"}, retrieval + "TOTAL_TIMEOUT", []string{"Go duration"}},
 
 		// Contradictions name both variables.
 		{"attempt outlives the total", map[string]string{retrieval + "ATTEMPT_TIMEOUT": "4m"}, retrieval + "ATTEMPT_TIMEOUT",

@@ -60,7 +60,7 @@ func TestLoadRejects(t *testing.T) {
 		{"interval below range", map[string]string{"MAILFATHOM_SYNC_INTERVAL": "5s"}, "MAILFATHOM_SYNC_INTERVAL", "from 10s to 24h", ""},
 		{"interval above range", map[string]string{"MAILFATHOM_SYNC_INTERVAL": "25h", "MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF": "48h"}, "MAILFATHOM_SYNC_INTERVAL", "from 10s to 24h", ""},
 		{"duration without unit", map[string]string{"MAILFATHOM_SYNC_INTERVAL": "300"}, "MAILFATHOM_SYNC_INTERVAL", "Go duration", ""},
-		{"duration in .NET syntax", map[string]string{"MAILFATHOM_SYNC_INTERVAL": "00:05:00"}, "MAILFATHOM_SYNC_INTERVAL", "Go duration", ""},
+		{"duration in hh:mm:ss syntax", map[string]string{"MAILFATHOM_SYNC_INTERVAL": "00:05:00"}, "MAILFATHOM_SYNC_INTERVAL", "Go duration", ""},
 		{"negative drain", map[string]string{"MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT": "-1s"}, "MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT", "from 0s to 2m", ""},
 		{"drain above range", map[string]string{"MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT": "2m1s"}, "MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT", "from 0s to 2m", ""},
 		{"renewal", map[string]string{"MAILFATHOM_SYNC_PUSH_RENEWAL_INTERVAL": "30m"}, "MAILFATHOM_SYNC_PUSH_RENEWAL_INTERVAL", "push synchronization is not available", RuleFeatureNotAvailable},
