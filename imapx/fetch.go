@@ -283,8 +283,10 @@ type Body struct {
 // fn once per message, in the order the server sends them (not necessarily
 // the order of uids), before reading the next one: at most one message is
 // held at a time. A message larger than maxBytes is not buffered at all; fn
-// gets it with Exceeded set. UIDs the server does not answer for (expunged
-// meanwhile) are skipped.
+// gets it with Exceeded set; an empty message has an empty, non-nil Raw.
+// UIDs the server does not answer for — expunged meanwhile, or withheld
+// (no answer, or BODY[] answered with NIL) — are not delivered: the caller
+// tells which by comparing what it asked for with what it got.
 //
 // An error from fn ends the operation: the rest of the response is read and
 // dropped so the connection stays usable, and fn's error is returned as is.
@@ -354,7 +356,12 @@ func (s *ReadSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes i
 					hasBody = true
 					total += n
 					if !body.Exceeded {
+						// An empty message is an empty message, not a
+						// missing one: Raw is never nil when not Exceeded.
 						body.Raw = buf
+						if body.Raw == nil {
+							body.Raw = []byte{}
+						}
 					}
 				}
 			}

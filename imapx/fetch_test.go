@@ -479,3 +479,23 @@ func BenchmarkFetchBodies(b *testing.B) {
 		})
 	}
 }
+
+// An empty message is delivered as an empty message, not as a missing one.
+func TestFetchBodiesEmptyMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	uids := toUint32(b.user.SeedMaildir("INBOX", []dovecot.SeedMessage{{Raw: []byte{}}, {Raw: message(1, 300)}}))
+	s := b.open(b.endpoint(imapx.TLSOnConnect), imapx.SessionOptions{})
+	_, err := s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+	var got []imapx.Body
+	require.NoError(t, s.FetchBodies(b.ctx, uids, 1<<20, func(body imapx.Body) error {
+		got = append(got, imapx.Body{UID: body.UID, Raw: bytes.Clone(body.Raw), Exceeded: body.Exceeded})
+		return nil
+	}))
+	require.Len(t, got, 2)
+	require.Equal(t, uids[0], got[0].UID)
+	require.False(t, got[0].Exceeded)
+	require.NotNil(t, got[0].Raw, "an empty message has content: none")
+	require.Empty(t, got[0].Raw)
+}

@@ -92,6 +92,7 @@ func logReport(ctx context.Context, logger *slog.Logger, rep forwardpass.Report,
 	attrs := []any{
 		slog.Int("stored", rep.Stored), slog.Int("unreadable", rep.Unreadable), slog.Int("oversized", rep.Oversized),
 		slog.Int("excluded_by_date", rep.ExcludedByDate), slog.Int("vanished", rep.Vanished),
+		slog.Int("expunged_before_fetch", rep.ExpungedBeforeFetch), slog.Int("content_withheld", rep.Withheld),
 		slog.Int("batches", rep.Batches), slog.Int64("bytes", rep.Bytes),
 		slog.Int("recoveries", rep.Recoveries), slog.Duration("duration", rep.Duration),
 		slog.Uint64("checkpoint_uid", uint64(rep.CheckpointUID)), slog.Bool("more", rep.More),

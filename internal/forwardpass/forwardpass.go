@@ -24,13 +24,17 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
@@ -45,7 +49,35 @@ type Session interface {
 	SearchUIDs(ctx context.Context, after uint32, since time.Time) ([]uint32, error)
 	FetchMetadata(ctx context.Context, uids []uint32) ([]imapx.MessageMetadata, error)
 	FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error
+	ExistingUIDs(ctx context.Context, uids []uint32) ([]uint32, error)
 }
+
+// MaxWithheldPasses is how many passes a message the server lists but
+// whose content it withholds may stop its folder's checkpoint before it is
+// recorded as mailstore.ContentWithheld and stepped over: enough to ride
+// out a server that is briefly inconsistent, few enough that one message
+// cannot stop a folder for long.
+const MaxWithheldPasses = 3
+
+// ContentWithheldError reports that the server listed messages the pass
+// asked for but withheld their content — no answer for them, or BODY[]
+// answered with NIL — and still lists them. The checkpoint stops before
+// the first of them; the pass is worth attempting again later, and after
+// MaxWithheldPasses passes such a message is recorded as ContentWithheld.
+type ContentWithheldError struct {
+	// Count is how many messages were withheld and not yet recorded.
+	Count int
+}
+
+func (e *ContentWithheldError) Error() string {
+	return failure.Text(fmt.Sprintf("forwardpass: the server withheld the content of %d message(s) it still lists; the checkpoint stops before them", e.Count), e.Identity())
+}
+
+// Identity implements failure.Named.
+func (e *ContentWithheldError) Identity() string { return "MailboxContentWithheld" }
+
+// RetryLater declares the pass worth attempting again on the run backoff.
+func (e *ContentWithheldError) RetryLater() bool { return true }
 
 // DB is where the pass writes: a connection the caller holds for the pass.
 type DB interface {
@@ -95,13 +127,18 @@ type Limits struct {
 
 // Report is what a pass did, in counts: no mail content.
 type Report struct {
-	Stored         int   `json:"stored"`
-	Unreadable     int   `json:"unreadable"`
-	Oversized      int   `json:"oversized"`
-	ExcludedByDate int   `json:"excluded_by_date"`
-	Vanished       int   `json:"vanished"`
-	Batches        int   `json:"batches"`
-	Bytes          int64 `json:"bytes"`
+	Stored         int `json:"stored"`
+	Unreadable     int `json:"unreadable"`
+	Oversized      int `json:"oversized"`
+	ExcludedByDate int `json:"excluded_by_date"`
+	Vanished       int `json:"vanished"`
+	// ExpungedBeforeFetch counts messages whose body was asked for but
+	// that had left the folder by then (an identifier-only search said so).
+	ExpungedBeforeFetch int `json:"expunged_before_fetch"`
+	// Withheld counts messages recorded as ContentWithheld.
+	Withheld int   `json:"content_withheld"`
+	Batches  int   `json:"batches"`
+	Bytes    int64 `json:"bytes"`
 	// Recoveries is how often the session was re-established during the
 	// pass; the pass does not recover sessions itself, so the caller fills
 	// it in from its session (mailsession.Session.Recoveries).
@@ -189,6 +226,17 @@ func (p *pass) run(ctx context.Context) error {
 		n := min(len(uids), p.lim.BatchSize)
 		batch := uids[:n]
 		if err := p.storeBatch(ctx, batch); err != nil {
+			var withheld *withheldError
+			if errors.As(err, &withheld) {
+				// Everything of the batch below the first withheld
+				// message is stored: the checkpoint moves up to it.
+				if below := lastBelow(batch, withheld.first); below > p.after {
+					if aerr := p.advance(ctx, below, nil); aerr != nil {
+						return aerr
+					}
+				}
+				return withheld.ContentWithheldError
+			}
 			return err
 		}
 		uids = uids[n:]
@@ -279,7 +327,9 @@ func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Contex
 // storeBatch stores one batch and adds its counts to the report.
 func (p *pass) storeBatch(ctx context.Context, batch []uint32) error {
 	var c counts
-	if err := p.batch(ctx, batch, &c); err != nil {
+	err := p.batch(ctx, batch, &c)
+	var withheld *withheldError
+	if err != nil && !errors.As(err, &withheld) {
 		return err
 	}
 	p.rep.Stored += c.stored
@@ -287,14 +337,36 @@ func (p *pass) storeBatch(ctx context.Context, batch []uint32) error {
 	p.rep.Oversized += c.oversized
 	p.rep.Vanished += c.vanished
 	p.rep.Bytes += c.bytes
-	return nil
+	p.rep.ExpungedBeforeFetch += c.expungedBeforeFetch
+	p.rep.Withheld += c.withheld
+	return err
 }
 
 // counts are one batch's; they join the report only when the batch is
 // committed.
 type counts struct {
 	stored, unreadable, oversized, vanished int
+	expungedBeforeFetch, withheld           int
 	bytes                                   int64
+}
+
+// withheldError is a batch's ContentWithheldError with the first UID the
+// checkpoint must stay below.
+type withheldError struct {
+	*ContentWithheldError
+	first uint32
+}
+
+// lastBelow returns the highest of the ascending uids below limit, or 0.
+func lastBelow(uids []uint32, limit uint32) uint32 {
+	var last uint32
+	for _, u := range uids {
+		if u >= limit {
+			break
+		}
+		last = u
+	}
+	return last
 }
 
 func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
@@ -318,7 +390,7 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 			continue // expunged since the search
 		}
 		if m.Size > p.lim.MaxRawMimeBytes {
-			if err := w.write(ctx, p.occurrence(m, nil)); err != nil {
+			if err := w.write(ctx, p.occurrence(m, nil, mailstore.ExceededSizeLimit)); err != nil {
 				return err
 			}
 			c.oversized++
@@ -328,6 +400,7 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 	}
 
 	written := make(map[uint32]bool, len(fetch))
+	var missing []uint32
 	store := func(b imapx.Body) error {
 		m, ok := byUID[b.UID]
 		if !ok || written[b.UID] {
@@ -340,11 +413,11 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 		written[b.UID] = true
 		if b.Exceeded {
 			c.oversized++
-			return w.write(ctx, p.occurrence(m, nil))
+			return w.write(ctx, p.occurrence(m, nil, mailstore.ExceededSizeLimit))
 		}
 		c.stored++
 		c.bytes += int64(len(b.Raw))
-		if err := w.write(ctx, p.occurrence(m, b.Raw)); err != nil {
+		if err := w.write(ctx, p.occurrence(m, b.Raw, mailstore.Available)); err != nil {
 			return err
 		}
 		if !w.lastReadable {
@@ -361,12 +434,74 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 		if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, store); err != nil {
 			return err
 		}
+		// A requested body that never arrived is not a stored message.
+		for _, u := range fetch[:n] {
+			if !written[u] {
+				missing = append(missing, u)
+			}
+		}
 		fetch = fetch[n:]
 	}
-	return w.commit(ctx)
+	if err := w.commit(ctx); err != nil {
+		return err
+	}
+	return p.settleMissing(ctx, batch, missing, byUID, c)
 }
 
-func (p *pass) occurrence(m imapx.MessageMetadata, raw []byte) mailstore.Occurrence {
+// settleMissing decides what became of the messages whose body the server
+// did not deliver: an identifier-only search tells the ones that left the
+// folder (counted and stepped over) from the ones it still lists, whose
+// content it withheld. Those are counted per pass; once a message has been
+// withheld in MaxWithheldPasses passes it is recorded as ContentWithheld,
+// like one over the size limit, and the pass moves on. Otherwise the batch
+// ends with a *withheldError, and the checkpoint stays below it. It runs
+// after the batch committed, on the pass's own connection.
+func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID map[uint32]imapx.MessageMetadata, c *counts) error {
+	if len(missing) == 0 {
+		// Content that arrived clears what an earlier pass counted.
+		return mailstore.ForgetWithheld(ctx, p.db, p.binding.ID, p.state.UIDValidity, batch)
+	}
+	still, err := p.sess.ExistingUIDs(ctx, missing)
+	if err != nil {
+		return err
+	}
+	c.expungedBeforeFetch += len(missing) - len(still)
+	if len(still) == 0 {
+		return nil
+	}
+	var pending []uint32
+	err = pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+		pending = pending[:0]
+		passes, err := mailstore.NoteWithheld(ctx, tx, p.binding.ID, p.state.UIDValidity, still)
+		if err != nil {
+			return err
+		}
+		var recorded []uint32
+		for _, u := range still {
+			if passes[u] < MaxWithheldPasses {
+				pending = append(pending, u)
+				continue
+			}
+			if _, err := searchindex.WriteOccurrence(ctx, tx, p.occurrence(byUID[u], nil, mailstore.ContentWithheld), nil); err != nil {
+				return err
+			}
+			recorded = append(recorded, u)
+		}
+		c.withheld = len(recorded)
+		return mailstore.ForgetWithheld(ctx, tx, p.binding.ID, p.state.UIDValidity, recorded)
+	})
+	if err != nil {
+		return err
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	p.logger.WarnContext(ctx, "the server lists messages whose content it withholds; the checkpoint stops before them",
+		slog.Int("withheld", len(pending)), slog.Int("max_passes", MaxWithheldPasses))
+	return &withheldError{ContentWithheldError: &ContentWithheldError{Count: len(pending)}, first: slices.Min(pending)}
+}
+
+func (p *pass) occurrence(m imapx.MessageMetadata, raw []byte, availability mailstore.Availability) mailstore.Occurrence {
 	o := mailstore.Occurrence{
 		AccountID:    p.binding.AccountID,
 		FolderID:     p.binding.ID,
@@ -378,11 +513,8 @@ func (p *pass) occurrence(m imapx.MessageMetadata, raw []byte) mailstore.Occurre
 		Subject:      m.Subject,
 		MessageID:    m.MessageID,
 		SentAt:       m.SentAt,
-		Availability: mailstore.ExceededSizeLimit,
-	}
-	if raw != nil {
-		o.Availability = mailstore.Available
-		o.Raw = raw
+		Availability: availability,
+		Raw:          raw,
 	}
 	return o
 }

@@ -67,6 +67,10 @@ func (s *answerTwiceSession) FetchBodies(_ context.Context, uids []uint32, _ int
 	return nil
 }
 
+func (s *answerTwiceSession) ExistingUIDs(_ context.Context, uids []uint32) ([]uint32, error) {
+	return uids, nil
+}
+
 func (s *answerTwiceSession) Recover(ctx context.Context) (imapx.FolderState, error) {
 	return s.Examine(ctx, "")
 }
@@ -261,4 +265,114 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, has, "the checkpoint did not move")
 	})
+}
+
+// withholdingSession lists UIDs 1..n but never delivers the bodies of
+// withheld (the server still lists them) nor of expunged (gone by the time
+// their bodies are asked for), and delivers empty as a zero-length
+// message. No real server withholds content on demand, so the session is
+// scripted; imapx's tests show an empty message arriving from Dovecot.
+type withholdingSession struct {
+	answerTwiceSession
+	withheld, expunged, empty uint32
+}
+
+func (s *withholdingSession) FetchBodies(_ context.Context, uids []uint32, _ int64, fn func(imapx.Body) error) error {
+	for _, u := range uids {
+		var raw []byte
+		switch u {
+		case s.withheld, s.expunged:
+			continue
+		case s.empty:
+			raw = []byte{}
+		default:
+			raw = fmt.Appendf(nil, "Subject: message %d\r\n\r\nbody of message %d\r\n", u, u)
+		}
+		if err := fn(imapx.Body{UID: u, Raw: raw}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *withholdingSession) ExistingUIDs(_ context.Context, uids []uint32) ([]uint32, error) {
+	var out []uint32
+	for _, u := range uids {
+		if u != s.expunged {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// A requested body that never arrives is not a stored message: one that
+// left the folder is counted and stepped over, one the server still lists
+// stops the checkpoint before it until it has been withheld in
+// MaxWithheldPasses passes, and is then recorded as ContentWithheld. An
+// empty message is stored as an empty message.
+func TestForwardPassDoesNotStepOverWithheldContent(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	sess := &withholdingSession{answerTwiceSession: answerTwiceSession{n: 8}, withheld: 5, expunged: 3, empty: 2}
+	pass := func() (Report, error) {
+		return Run(ctx, conn, sess, binding, Limits{BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
+			Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}},
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	availability := func() map[uint32]string {
+		rows, err := pool.Query(ctx, `SELECT uid, content_availability FROM stored_emails ORDER BY uid`)
+		require.NoError(t, err)
+		out := map[uint32]string{}
+		for rows.Next() {
+			var uid int64
+			var a string
+			require.NoError(t, rows.Scan(&uid, &a))
+			out[uint32(uid)] = a
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+
+	for i := 1; i < MaxWithheldPasses; i++ {
+		rep, err := pass()
+		var withheld *ContentWithheldError
+		require.ErrorAs(t, err, &withheld, "pass %d", i)
+		require.Equal(t, "MailboxContentWithheld", withheld.Identity())
+		require.True(t, withheld.RetryLater())
+		require.Equal(t, uint32(4), rep.CheckpointUID, "the checkpoint stops before the withheld message")
+		cp, _, err := mailstore.ReadCheckpoint(ctx, pool, binding.ID)
+		require.NoError(t, err)
+		require.Equal(t, uint32(4), cp.LastSeenUID)
+		require.NotContains(t, availability(), uint32(5))
+		if i == 1 {
+			require.Equal(t, 1, rep.ExpungedBeforeFetch)
+		}
+	}
+
+	rep, err := pass()
+	require.NoError(t, err, "after %d passes the message is recorded and the pass moves on", MaxWithheldPasses)
+	require.Equal(t, 1, rep.Withheld)
+	require.Equal(t, uint32(8), rep.CheckpointUID)
+	require.Equal(t, map[uint32]string{
+		1: "Available", 2: "Available", 4: "Available", 5: "ContentWithheld", 6: "Available", 7: "Available", 8: "Available",
+	}, availability())
+	var emptyLength int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT c.byte_length FROM email_message_contents c
+		JOIN stored_emails e ON e.id = c.stored_email_id WHERE e.uid = 2`).Scan(&emptyLength))
+	require.Zero(t, emptyLength, "an empty message is stored, empty")
+	var counted int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM withheld_contents`).Scan(&counted))
+	require.Zero(t, counted)
 }

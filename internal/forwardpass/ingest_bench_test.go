@@ -296,6 +296,10 @@ func (s *ingestSession) FetchBodies(_ context.Context, uids []uint32, _ int64, f
 	return nil
 }
 
+func (s *ingestSession) ExistingUIDs(_ context.Context, uids []uint32) ([]uint32, error) {
+	return uids, nil
+}
+
 func (s *ingestSession) Recover(ctx context.Context) (imapx.FolderState, error) {
 	return s.Examine(ctx, "")
 }

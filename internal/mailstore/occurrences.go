@@ -21,6 +21,10 @@ const (
 	// ExceededSizeLimit: the message was larger than the
 	// account's size limit; its metadata is stored and its content is not.
 	ExceededSizeLimit Availability = "ExceededSizeLimit"
+	// ContentWithheld: the server listed the message but kept withholding
+	// its content (see NoteWithheld); its metadata is stored and its
+	// content is not.
+	ContentWithheld Availability = "ContentWithheld"
 )
 
 // Occurrence is one remote occurrence as the forward pass fetched it. Its
@@ -40,9 +44,10 @@ type Occurrence struct {
 	Subject   string
 	MessageID string
 	SentAt    time.Time
-	// Availability is Available with Raw, ExceededSizeLimit without.
+	// Availability is Available with Raw, ExceededSizeLimit or ContentWithheld without.
 	Availability Availability
-	// Raw is the raw MIME; nil when Availability is ExceededSizeLimit.
+	// Raw is the raw MIME, empty but not nil for an empty message; nil
+	// without content.
 	Raw []byte
 	// Extracted, optional and only with Raw, is what reading Raw found; it
 	// is stored on the same row by the same statement.
@@ -139,7 +144,7 @@ WITH email AS (
     WHERE f.id = $3 AND f.mailbox_account_id = $2
     ON CONFLICT ON CONSTRAINT stored_emails_occurrence_key DO UPDATE SET
         content_availability = CASE
-            WHEN e.content_availability = 'Available' AND excluded.content_availability = 'ExceededSizeLimit'
+            WHEN e.content_availability = 'Available' AND excluded.content_availability <> 'Available'
             THEN e.content_availability
             ELSE excluded.content_availability END,
         rfc822_size   = excluded.rfc822_size,
@@ -303,9 +308,9 @@ func validateOccurrence(o Occurrence) error {
 		if o.Raw == nil {
 			return fmt.Errorf("mailstore: upsert occurrence %s: Available without content", id)
 		}
-	case ExceededSizeLimit:
+	case ExceededSizeLimit, ContentWithheld:
 		if o.Raw != nil || o.Extracted != nil {
-			return fmt.Errorf("mailstore: upsert occurrence %s: content given for an occurrence over the size limit", id)
+			return fmt.Errorf("mailstore: upsert occurrence %s: content given for an occurrence stored without it", id)
 		}
 	default:
 		return fmt.Errorf("mailstore: upsert occurrence %s: unknown content availability %q", id, string(o.Availability))
