@@ -270,6 +270,22 @@ func (s *ReadSession) Close() error {
 	return err
 }
 
+// Abandon ends the session without a word to the server: its sockets are
+// closed and no LOGOUT is sent. It is for a session nobody is going to
+// use — one an abandoned attempt opened — where a LOGOUT would be a
+// command that a server that stopped answering could hold far past any
+// budget.
+func (s *ReadSession) Abandon() {
+	if w := s.wire; w != nil {
+		s.wire = nil
+		w.Shutdown()
+	}
+	if cn := s.cn; cn != nil {
+		s.cn = nil
+		cn.shutdown()
+	}
+}
+
 func (s *ReadSession) closeMain() error {
 	cn := s.cn
 	s.cn = nil

@@ -67,10 +67,24 @@ func Open(ctx context.Context, registry *resilience.Registry, instance, operatio
 		if err != nil {
 			return err
 		}
+		if cerr := ctx.Err(); cerr != nil {
+			// The attempt was abandoned while the session opened: nobody
+			// will use it.
+			rs.Abandon()
+			return cerr
+		}
+		if s.s != nil {
+			// An earlier attempt's session, opened as the pipeline
+			// abandoned it.
+			s.s.Abandon()
+		}
 		s.s = rs
 		return nil
 	})
 	if err != nil {
+		if s.s != nil {
+			s.s.Abandon()
+		}
 		return nil, err
 	}
 	return s, nil

@@ -354,3 +354,34 @@ func TestReconcileRecoversBothConnections(t *testing.T) {
 	b.requireUnseen(t, append(append([]uint32(nil), uids[:3]...), uids[8:]...))
 	wiretap.RequireReadOnly(t, b.rec)
 }
+
+// A session that opens only after its establishment attempt was abandoned
+// is closed, not left connected with nobody to use it, and the pipeline's
+// next attempt brings its own.
+func TestSessionOfAnAbandonedAttemptIsClosed(t *testing.T) {
+	t.Parallel()
+	budgets := fastBudgets()
+	e := budgets[resilience.MailboxSessionEstablishment]
+	e.AttemptTimeout = 300 * time.Millisecond
+	budgets[resilience.MailboxSessionEstablishment] = e
+	b := setup(t, nil, budgets)
+	var opened []*imapx.ReadSession
+	slow := func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+		rs, err := opener(context.WithoutCancel(ctx), ep)
+		if err == nil {
+			opened = append(opened, rs)
+		}
+		if len(opened) == 1 {
+			<-ctx.Done() // the first one opens as its attempt is abandoned
+		}
+		return rs, err
+	}
+	s, err := mailsession.Open(b.ctx, b.registry, "acct", "inbox", b.endpoint(t, ""), slow)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	require.Len(t, opened, 2)
+	_, err = opened[0].Examine(b.ctx, "INBOX")
+	require.Error(t, err, "the abandoned attempt's session was closed")
+	_, err = s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err, "the accepted one serves")
+}
