@@ -76,7 +76,31 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return fmt.Errorf("account run: %w", err)
 	}
 	defer release()
-	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), "", bounds(cfg))
+
+	// The run settles the previous one: failed folders count against the
+	// account as a failed account run does, and the run waits out the
+	// backoff they earned.
+	key := config.AccountKey(account.ID)
+	var state mailstore.AccountState
+	var due time.Time
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var err error
+		state, due, err = mailstore.BeginRun(ctx, tx, key, w.deps.Now(), func(failures int) time.Duration {
+			return MinRunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !due.IsZero() {
+		wait := due.Sub(w.deps.Now())
+		logger.InfoContext(ctx, "the account's run waits out the backoff its failed runs earned",
+			slog.Int("consecutive_failures", state.ConsecutiveFailures), slog.Duration("wait", wait))
+		return river.JobSnooze(max(wait, time.Second))
+	}
+
+	held, err := slots.Acquire(ctx, conn, key, "", bounds(cfg))
 	if errors.Is(err, slots.ErrFull) {
 		return river.JobSnooze(deferral())
 	}
@@ -128,7 +152,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 				}
 			}
 		}
-		if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, w.deps.Now().Add(cfg.Sync.Interval), 0, job.ID); err != nil {
+		if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, w.deps.Now().Add(cfg.Sync.Interval), state.ConsecutiveFailures, job.ID); err != nil {
 			return err
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

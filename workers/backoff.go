@@ -15,6 +15,12 @@ func RunBackoff(interval, maxBackoff time.Duration, failures int) time.Duration 
 	return runBackoff(interval, maxBackoff, failures, rand.Float64)
 }
 
+// MinRunBackoff is the shortest wait RunBackoff can draw for failures: the
+// earliest an account's next run may start after that many failed runs.
+func MinRunBackoff(interval, maxBackoff time.Duration, failures int) time.Duration {
+	return runBackoff(interval, maxBackoff, failures, func() float64 { return 0 })
+}
+
 func runBackoff(interval, maxBackoff time.Duration, failures int, random func() float64) time.Duration {
 	if failures <= 0 {
 		return interval

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
@@ -129,10 +131,24 @@ func cancelJob(err error) error {
 type failureMiddleware struct {
 	river.MiddlewareDefaults
 	logger *slog.Logger
-	// onCancel reacts, per job kind, to a failure that became permanent
-	// for the job, before River records it; a reaction that fails leaves
-	// the job to River's retry.
-	onCancel map[string]func(ctx context.Context, job *rivertype.JobRow, err error) error
+	// policies are what a failure of each job kind means beyond River.
+	policies map[string]failurePolicy
+}
+
+// failurePolicy is what a failure of one kind of job means beyond River.
+type failurePolicy struct {
+	// record notes a failure (one River would retry or a permanent one)
+	// before River records it: it is what the account's run backoff and
+	// an operator's view count.
+	record func(ctx context.Context, job *rivertype.JobRow, identity string) error
+	// endsJob makes a failure River would retry end the job instead: the
+	// account's next run takes the work up again, so there is one retry
+	// layer, the account's, and not a schedule per folder beside it.
+	endsJob bool
+	// afterCancel reacts to a failure that became permanent for the job,
+	// before River records it; a reaction that fails leaves the job to
+	// River's retry.
+	afterCancel func(ctx context.Context, job *rivertype.JobRow, err error) error
 }
 
 var _ rivertype.WorkerMiddleware = (*failureMiddleware)(nil)
@@ -150,19 +166,35 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 	}
 	logger := jobqueue.Logger(ctx, m.logger)
 	identity := FailureIdentity(err)
-	switch ClassifyFailure(err) {
-	case Retry:
+	disposition := ClassifyFailure(err)
+	if disposition == Defer {
+		logger.InfoContext(ctx, "deferred: another run got there first or a concurrency bound is reached", slog.String("failure", identity))
+		return river.JobSnooze(deferral())
+	}
+	policy := m.policies[job.Kind]
+	if policy.record != nil {
+		if rerr := policy.record(ctx, job, identity); rerr != nil {
+			// Not recorded: River attempts the job again rather than
+			// lose the failure from the count.
+			logger.WarnContext(ctx, "failed, and the failure could not be recorded; River retries the job",
+				slog.String("failure", identity), slog.String("error", err.Error()))
+			return errors.Join(err, rerr)
+		}
+	}
+	if disposition == Retry && policy.endsJob {
+		logger.WarnContext(ctx, "failed; the folder waits for the account's next run, which the failure backs off",
+			slog.String("failure", identity), slog.String("error", err.Error()))
+		return cancelJob(err)
+	}
+	if disposition == Retry {
 		if errors.Is(err, imapx.ErrMailboxFolderRecreated) {
 			logger.WarnContext(ctx, "the folder was recreated on the server; the next attempt starts it over")
 		} else {
 			logger.WarnContext(ctx, "failed; retrying on the run backoff", slog.String("failure", identity), slog.String("error", err.Error()))
 		}
 		return err
-	case Defer:
-		logger.InfoContext(ctx, "deferred: another run got there first or a concurrency bound is reached", slog.String("failure", identity))
-		return river.JobSnooze(deferral())
 	}
-	if react := m.onCancel[job.Kind]; react != nil {
+	if react := policy.afterCancel; react != nil {
 		if rerr := react(ctx, job, err); rerr != nil {
 			logger.WarnContext(ctx, "failed permanently, and what follows could not be scheduled; River retries the job",
 				slog.String("failure", identity), slog.String("error", err.Error()))
@@ -171,4 +203,43 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 	}
 	logger.WarnContext(ctx, "failed permanently", slog.String("failure", identity), slog.String("error", err.Error()))
 	return cancelJob(err)
+}
+
+// unitArgs are the arguments every account-level and folder-level job
+// carries.
+type unitArgs struct {
+	AccountID string `json:"account_id"`
+	Alias     string `json:"alias"`
+}
+
+func decodeUnitArgs(job *rivertype.JobRow) (unitArgs, error) {
+	var args unitArgs
+	if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+		return args, fmt.Errorf("decode the arguments of %s job %d: %w", job.Kind, job.ID, err)
+	}
+	return args, nil
+}
+
+// recordRunFailure records an account run's failure against the account's
+// current run.
+func recordRunFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
+	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
+		args, err := decodeUnitArgs(job)
+		if err != nil {
+			return err
+		}
+		return mailstore.FailRun(context.WithoutCancel(ctx), deps.Pool, config.AccountKey(args.AccountID), identity, deps.Now())
+	}
+}
+
+// recordFolderFailure records a pass's or window's failure against its
+// folder and the account's current run.
+func recordFolderFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
+	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
+		args, err := decodeUnitArgs(job)
+		if err != nil {
+			return err
+		}
+		return mailstore.FailFolder(context.WithoutCancel(ctx), deps.Pool, config.AccountKey(args.AccountID), args.Alias, identity, deps.Now())
+	}
 }

@@ -9,8 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/forwardpass"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -78,6 +80,13 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	rep.Recoveries = sess.Recoveries()
 	_ = river.RecordOutput(ctx, rep)
 	logReport(ctx, logger, rep, err)
+	// What the pass committed counts whether or not it ended early.
+	if rerr := mailstore.RecordPass(context.WithoutCancel(ctx), conn, config.AccountKey(account.ID), binding.Alias, mailstore.PassCounts{
+		Stored: rep.Stored, Oversized: rep.Oversized, Unreadable: rep.Unreadable, ExcludedByDate: rep.ExcludedByDate,
+		ExpungedBeforeFetch: rep.ExpungedBeforeFetch, Withheld: rep.Withheld,
+	}, err == nil && !rep.More, w.deps.Now()); rerr != nil && err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return err
 	}

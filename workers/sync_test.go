@@ -47,6 +47,8 @@ type syncBundle struct {
 	stop   func()
 	// metrics holds the resilience metrics of the latest start.
 	metrics *prometheus.Registry
+	// workerDeps are the workers' dependencies of the latest start.
+	workerDeps workers.Dependencies
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -105,6 +107,7 @@ func (b *syncBundle) start(t *testing.T) {
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
+	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
 	client, err := jobqueue.NewClient(jobqueue.Config{
@@ -127,6 +130,13 @@ func (b *syncBundle) start(t *testing.T) {
 	require.NoError(t, err)
 	_, err = workers.ScheduleExtractionBackfill(context.Background(), deps, client)
 	require.NoError(t, err)
+}
+
+// deps returns the workers' dependencies of the running client.
+func (b *syncBundle) deps(t *testing.T) workers.Dependencies {
+	t.Helper()
+	require.NotNil(t, b.workerDeps.Pool, "start the bundle first")
+	return b.workerDeps
 }
 
 // runAgain makes the account's scheduled next run due now and waits for

@@ -125,10 +125,13 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
 	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
 	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
+	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true}
 	return &failureMiddleware{
 		logger: deps.Logger,
-		onCancel: map[string]func(context.Context, *rivertype.JobRow, error) error{
-			jobs.AccountRun{}.Kind(): scheduleAfterFailure(deps),
+		policies: map[string]failurePolicy{
+			jobs.AccountRun{}.Kind():      {record: recordRunFailure(deps), afterCancel: scheduleAfterFailure(deps)},
+			jobs.FolderPass{}.Kind():      folder,
+			jobs.ReconcileWindow{}.Kind(): folder,
 		},
 	}, nil
 }

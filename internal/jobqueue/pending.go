@@ -44,3 +44,26 @@ func Pending(ctx context.Context, tx pgx.Tx, kind, accountKey string, exclude in
 	}
 	return pending, nil
 }
+
+// PendingAccounts returns the normalized account_id arguments of every job
+// of kind that is available, pending, retryable, running or scheduled: the
+// accounts that have work of that kind coming.
+func PendingAccounts(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, kind string) (map[string]bool, error) {
+	rows, err := q.Query(ctx, `
+		SELECT DISTINCT lower(btrim(args->>'account_id')) FROM river_job
+		WHERE kind = $1 AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`, kind)
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: list the accounts with pending %s jobs: %w", kind, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: list the accounts with pending %s jobs: %w", kind, err)
+	}
+	out := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		out[k] = true
+	}
+	return out, nil
+}

@@ -164,7 +164,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 			}
 		}
 	}()
-	go workers.Maintain(sweepCtx, deps, lock.Leading, logger)
+	repaired := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mailfathom_account_runs_repaired_total",
+		Help: "Account runs the maintenance leader scheduled because a configured account had none coming (cancelled, deleted or discarded).",
+	})
+	if err := reg.Register(repaired); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	go workers.Maintain(sweepCtx, deps, client, lock.Leading, repaired, logger)
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
 		return fmt.Errorf("schedule account runs: %w", err)

@@ -1,0 +1,154 @@
+package mailstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// An account's runs fail or succeed as a whole: a run counts as failed
+// when the account run itself or any pass or window of its folders failed,
+// and the wait before the account's next run grows with the failed runs in
+// a row (the run backoff). The state behind that lives in account_states;
+// per folder alias, folder_states keeps the outcome and cumulative counts
+// an operator reads.
+
+// AccountState is an account's row of account_states.
+type AccountState struct {
+	AccountKey string
+	// ConsecutiveFailures counts the failed runs before the current one.
+	ConsecutiveFailures int
+	// RunStartedAt is when the current (or last) run started; nil before
+	// the first.
+	RunStartedAt *time.Time
+	// RunFailed reports that the current run has failed so far.
+	RunFailed           bool
+	LastFailureAt       *time.Time
+	LastFailureIdentity string
+}
+
+// BeginRun starts a run of accountKey at now, in tx. It settles the
+// previous run first — a failed one adds to the consecutive failures, one
+// that did not fail clears them — and, when the settled count is not zero
+// and the previous run started less than wait(count) before now, starts
+// nothing and returns when the run may start. Otherwise it records the new
+// run and returns a zero time. The state returned is the settled one.
+func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time, wait func(failures int) time.Duration) (AccountState, time.Time, error) {
+	st, err := lockAccountState(ctx, tx, accountKey)
+	if err != nil {
+		return st, time.Time{}, err
+	}
+	if st.RunStartedAt != nil {
+		if st.RunFailed {
+			st.ConsecutiveFailures++
+		} else {
+			st.ConsecutiveFailures = 0
+		}
+		if st.ConsecutiveFailures > 0 {
+			if due := st.RunStartedAt.Add(wait(st.ConsecutiveFailures)); now.Before(due) {
+				return st, due, nil
+			}
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE account_states
+		SET consecutive_failures = $2, run_started_at = $3, run_failed = false
+		WHERE account_key = $1`, accountKey, st.ConsecutiveFailures, now); err != nil {
+		return st, time.Time{}, fmt.Errorf("mailstore: begin a run: %w", err)
+	}
+	st.RunStartedAt, st.RunFailed = &now, false
+	return st, time.Time{}, nil
+}
+
+func lockAccountState(ctx context.Context, tx pgx.Tx, accountKey string) (AccountState, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO account_states (account_key) VALUES ($1) ON CONFLICT DO NOTHING`, accountKey); err != nil {
+		return AccountState{}, fmt.Errorf("mailstore: read the run state: %w", err)
+	}
+	st, err := scanAccountState(tx.QueryRow(ctx, `SELECT `+accountStateColumns+` FROM account_states
+		WHERE account_key = $1 FOR UPDATE`, accountKey))
+	if err != nil {
+		return AccountState{}, fmt.Errorf("mailstore: read the run state: %w", err)
+	}
+	return st, nil
+}
+
+const accountStateColumns = `account_key, consecutive_failures, run_started_at, run_failed, last_failure_at, coalesce(last_failure_identity, '')`
+
+func scanAccountState(row pgx.Row) (AccountState, error) {
+	var st AccountState
+	err := row.Scan(&st.AccountKey, &st.ConsecutiveFailures, &st.RunStartedAt, &st.RunFailed, &st.LastFailureAt, &st.LastFailureIdentity)
+	return st, err
+}
+
+// ReadAccountState returns accountKey's state, and false when it never
+// ran.
+func ReadAccountState(ctx context.Context, q Querier, accountKey string) (AccountState, bool, error) {
+	st, err := scanAccountState(q.QueryRow(ctx, `SELECT `+accountStateColumns+` FROM account_states WHERE account_key = $1`, accountKey))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return AccountState{}, false, nil
+	case err != nil:
+		return AccountState{}, false, fmt.Errorf("mailstore: read the run state: %w", err)
+	}
+	return st, true, nil
+}
+
+// FailRun records that the current run of accountKey failed, with the
+// failure's identity.
+func FailRun(ctx context.Context, q Querier, accountKey, identity string, at time.Time) error {
+	if _, err := q.Exec(ctx, `
+		INSERT INTO account_states (account_key, run_failed, last_failure_at, last_failure_identity)
+		VALUES ($1, true, $3, $2)
+		ON CONFLICT (account_key) DO UPDATE
+		SET run_failed = true, last_failure_at = $3, last_failure_identity = $2`, accountKey, identity, at); err != nil {
+		return fmt.Errorf("mailstore: record a failed run: %w", err)
+	}
+	return nil
+}
+
+// FailFolder records that a pass or window of accountKey's alias failed,
+// which fails the account's current run too.
+func FailFolder(ctx context.Context, q Querier, accountKey, alias, identity string, at time.Time) error {
+	if _, err := q.Exec(ctx, `
+		INSERT INTO folder_states (account_key, alias, last_failure_at, last_failure_identity)
+		VALUES ($1, $2, $4, $3)
+		ON CONFLICT (account_key, alias) DO UPDATE
+		SET last_failure_at = $4, last_failure_identity = $3`, accountKey, alias, identity, at); err != nil {
+		return fmt.Errorf("mailstore: record a failed folder: %w", err)
+	}
+	return FailRun(ctx, q, accountKey, identity, at)
+}
+
+// PassCounts are what a forward pass adds to its folder's counts.
+type PassCounts struct {
+	Stored, Oversized, Unreadable, ExcludedByDate, ExpungedBeforeFetch, Withheld int
+}
+
+// RecordPass adds a forward pass's counts to accountKey's alias and
+// records when it ran; complete reports that it walked the folder to its
+// end, which makes it the alias's last successful pass.
+func RecordPass(ctx context.Context, q Querier, accountKey, alias string, c PassCounts, complete bool, at time.Time) error {
+	var success *time.Time
+	if complete {
+		success = &at
+	}
+	if _, err := q.Exec(ctx, `
+		INSERT INTO folder_states AS s (account_key, alias, stored, oversized, unreadable, excluded_by_date,
+			expunged_before_fetch, content_withheld, last_pass_at, last_success_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (account_key, alias) DO UPDATE SET
+			stored = s.stored + excluded.stored,
+			oversized = s.oversized + excluded.oversized,
+			unreadable = s.unreadable + excluded.unreadable,
+			excluded_by_date = s.excluded_by_date + excluded.excluded_by_date,
+			expunged_before_fetch = s.expunged_before_fetch + excluded.expunged_before_fetch,
+			content_withheld = s.content_withheld + excluded.content_withheld,
+			last_pass_at = excluded.last_pass_at,
+			last_success_at = coalesce(excluded.last_success_at, s.last_success_at)`,
+		accountKey, alias, c.Stored, c.Oversized, c.Unreadable, c.ExcludedByDate, c.ExpungedBeforeFetch, c.Withheld, at, success); err != nil {
+		return fmt.Errorf("mailstore: record a pass: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,2 @@
+DROP TABLE folder_states;
+DROP TABLE account_states;

@@ -1,0 +1,107 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/jobs"
+	"github.com/mailfathom/mailfathom/workers"
+)
+
+// A folder's failure is the account's failure: the failed pass is not
+// retried on a schedule of its own, it fails the account's run, and the
+// account's next run waits out the run backoff that earns; a run whose
+// folders all succeed clears it.
+func TestFolderFailureBacksOffTheAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupSync(t)
+	b.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "4h"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "clients"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Clients"
+	b.user.CreateFolder("Clients")
+	seed(t, b.user, "Clients", 2, 40)
+	b.start(t)
+	b.waitIdle(t)
+	state := func() mailstore.AccountState {
+		st, ok, err := mailstore.ReadAccountState(ctx, b.pool, "primary")
+		require.NoError(t, err)
+		require.True(t, ok)
+		return st
+	}
+	require.Zero(t, state().ConsecutiveFailures)
+	require.False(t, state().RunFailed)
+
+	// The folder goes away after its binding was committed: its pass
+	// fails, and is not retried.
+	b.user.DeleteFolder("Clients")
+	_, err := b.client.Insert(ctx, jobs.FolderPass{AccountID: "primary", Alias: "CLIENTS"}, nil)
+	require.NoError(t, err)
+	b.waitIdle(t)
+	var passState, lastError string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT state::text, errors[array_length(errors, 1)]->>'error' FROM river_job
+		WHERE kind = 'folder_pass' ORDER BY id DESC LIMIT 1`).Scan(&passState, &lastError))
+	require.Equal(t, "cancelled", passState, "the folder waits for the account's next run")
+	require.Contains(t, lastError, "[MailboxCommandRefused]")
+	require.True(t, state().RunFailed)
+	var folderFailure string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_failure_identity FROM folder_states
+		WHERE account_key = 'primary' AND alias = 'CLIENTS'`).Scan(&folderFailure))
+	require.Equal(t, "MailboxCommandRefused", folderFailure)
+
+	// The account's next run waits out the backoff: twice the hour-long
+	// interval, less its jitter.
+	started := *state().RunStartedAt
+	b.runAgain(t)
+	var scheduledAt time.Time
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT scheduled_at FROM river_job
+		WHERE kind = 'account_run' AND state = 'scheduled'`).Scan(&scheduledAt))
+	require.WithinDuration(t, started.Add(96*time.Minute), scheduledAt, 5*time.Minute)
+	require.Contains(t, b.logs.String(), "the account's run waits out the backoff its failed runs earned")
+
+	// Once the backoff has passed, the run starts with one failure
+	// counted; a run whose folders all succeed clears it.
+	b.user.CreateFolder("Clients")
+	_, err = b.pool.Exec(ctx, `UPDATE account_states SET run_started_at = now() - interval '3 hours'`)
+	require.NoError(t, err)
+	b.runAgain(t)
+	require.Equal(t, 1, state().ConsecutiveFailures)
+	require.False(t, state().RunFailed, "the folder synchronized again")
+	_, err = b.pool.Exec(ctx, `UPDATE account_states SET run_started_at = now() - interval '3 hours'`)
+	require.NoError(t, err)
+	b.runAgain(t)
+	require.Zero(t, state().ConsecutiveFailures)
+}
+
+// Every configured account always has its next run: one cancelled or
+// deleted in River UI is scheduled again by the maintenance leader.
+func TestMissingAccountRunIsRepaired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupSync(t)
+	seed(t, b.user, "INBOX", 1, 41)
+	b.start(t)
+	b.waitIdle(t)
+	deps := b.deps(t)
+
+	n, err := workers.RepairAccountRuns(ctx, deps, b.client, deps.Logger)
+	require.NoError(t, err)
+	require.Zero(t, n, "the account has its next run")
+
+	_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now()
+		WHERE kind = 'account_run' AND state = 'scheduled'`)
+	require.NoError(t, err)
+	n, err = workers.RepairAccountRuns(ctx, deps, b.client, deps.Logger)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Contains(t, b.logs.String(), "the account had no next run (cancelled, deleted or discarded); one is scheduled now")
+	b.waitIdle(t)
+	var pending int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+		WHERE kind = 'account_run' AND state IN ('scheduled', 'available', 'running')`).Scan(&pending))
+	require.Equal(t, 1, pending, "the repaired run ran and scheduled its successor")
+}
