@@ -250,6 +250,9 @@ func (p *pass) run(ctx context.Context) error {
 		if err := p.advance(ctx, next, nil); err != nil {
 			return err
 		}
+		// The last batch's commit is the pass's end, which the caller logs.
+		p.logger.DebugContext(ctx, "folder pass batch committed", slog.Int("batches", p.rep.Batches),
+			slog.Int("stored", p.rep.Stored), slog.Uint64("checkpoint_uid", uint64(next)))
 	}
 	p.rep.More = len(uids) > 0
 	if p.rep.More {

@@ -9,10 +9,11 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// hardStopBound is how long Drain waits for cancelled jobs to return once
+// HardStopBound is how long Drain waits for cancelled jobs to return once
 // the drain has expired. A worker that ignores its context past this is
-// abandoned; its job is rescued by River later.
-const hardStopBound = 5 * time.Second
+// abandoned; its job is rescued by River later. Drain therefore returns at
+// most drain + HardStopBound after it is called.
+const HardStopBound = 5 * time.Second
 
 // Drain stops client the way MailFathom shuts down: it stops fetching new
 // jobs at once, gives the jobs already running drain to finish, and only
@@ -31,7 +32,7 @@ func Drain(ctx context.Context, client *river.Client[pgx.Tx], drain time.Duratio
 			return err
 		}
 	}
-	hardCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hardStopBound)
+	hardCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), HardStopBound)
 	defer cancel()
 	return client.StopAndCancel(hardCtx)
 }

@@ -36,8 +36,20 @@ import (
 	"github.com/mailfathom/mailfathom/workers"
 )
 
-// httpShutdownBound is how long in-flight HTTP requests get at shutdown.
-const httpShutdownBound = 5 * time.Second
+// HTTPShutdownBound is how long in-flight HTTP requests get at shutdown,
+// once River has stopped.
+const HTTPShutdownBound = 5 * time.Second
+
+// ShutdownBound is how long Run's shutdown may take with a drain of drain
+// against a configured database: the drain, the hard stop of the jobs still
+// running after it (jobqueue.HardStopBound), and the HTTP server's
+// shutdown. Whatever stops the process (a container's stop grace period,
+// Kubernetes' terminationGracePeriodSeconds, systemd's TimeoutStopSec) must
+// wait longer than this, or it kills the process in the middle of the
+// drain. The embedded cluster's stop, when there is one, comes on top.
+func ShutdownBound(drain time.Duration) time.Duration {
+	return drain + jobqueue.HardStopBound + HTTPShutdownBound
+}
 
 // Run serves until ctx ends, then shuts down: River stops fetching and
 // drains first, then the HTTP server, then the pool, then the embedded
@@ -245,7 +257,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 
 	select {
 	case <-ctx.Done():
-		logger.InfoContext(ctx, "shutting down")
+		logger.InfoContext(ctx, "shutting down", slog.Duration("bound", ShutdownBound(r.drain)))
 		return nil
 	case err := <-serveErr:
 		return fmt.Errorf("http server: %w", err)
@@ -318,15 +330,18 @@ const processLockCheck = 2 * time.Second
 // services, the pool (River must be stopped before it, or closing it
 // hangs), and the embedded cluster last.
 func (r *running) shutdown(ctx context.Context) error {
+	start := time.Now()
 	var errs []error
 	if r.river != nil {
 		r.logger.InfoContext(ctx, "stopping River: no new jobs are fetched; running jobs get the drain period",
 			slog.Duration("drain", r.drain))
-		errs = append(errs, jobqueue.Drain(ctx, r.river, r.drain))
+		err := jobqueue.Drain(ctx, r.river, r.drain)
+		errs = append(errs, err)
 		r.cancelRiver()
+		r.logger.InfoContext(ctx, "River stopped", slog.Duration("took", time.Since(start)), slog.Bool("clean", err == nil))
 	}
 	if r.http != nil {
-		httpCtx, cancel := context.WithTimeout(ctx, httpShutdownBound)
+		httpCtx, cancel := context.WithTimeout(ctx, HTTPShutdownBound)
 		errs = append(errs, r.http.Shutdown(httpCtx))
 		cancel()
 	}
@@ -343,7 +358,11 @@ func (r *running) shutdown(ctx context.Context) error {
 		r.logger.InfoContext(ctx, "stopping the embedded PostgreSQL cluster")
 		errs = append(errs, r.embedded.Stop(ctx))
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if r.pool != nil || r.embedded != nil {
+		r.logger.InfoContext(ctx, "shutdown complete", slog.Duration("took", time.Since(start)), slog.Bool("clean", err == nil))
+	}
+	return err
 }
 
 // processID names this process as a River client: host, pid and a random

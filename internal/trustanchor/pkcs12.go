@@ -1,3 +1,15 @@
+// Copyright 2015, 2018, 2019 Opsmate, Inc. All rights reserved.
+// Copyright 2015 The Go Authors. All rights reserved.
+// Use of the code copied here is governed by a BSD-style
+// license that can be found in the NOTICE file.
+
+// The PKCS#12 ASN.1 structures of this file (pfxPDU to pbmac1Params) and
+// its object identifiers are those of software.sslmate.com/src/go-pkcs12
+// (v0.7.4, itself from golang.org/x/crypto/pkcs12), copied under that
+// module's BSD-3-Clause licence, which NOTICE reproduces; their fields were
+// renamed and a safe bag's attributes are left unparsed. The reader that
+// uses them is MailFathom's own.
+
 package trustanchor
 
 import (

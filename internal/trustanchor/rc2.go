@@ -1,10 +1,11 @@
 // Copyright 2015 The Go Authors. All rights reserved.
 // Use of this source code is governed by a BSD-style
-// license that can be found in the LICENSE file.
+// license that can be found in the NOTICE file.
 
 // This is the RC2 cipher (RFC 2268) of software.sslmate.com/src/go-pkcs12's
 // internal/rc2 package (v0.7.4, itself from golang.org/x/crypto/pkcs12),
-// copied because an internal package cannot be imported. Legacy PKCS#12
+// copied because an internal package cannot be imported, and used under
+// that module's BSD-3-Clause licence, which NOTICE reproduces. Legacy PKCS#12
 // bundles (OpenSSL 1.1's default, `openssl pkcs12 -legacy`, older Java
 // keystores) encrypt their certificates with 40-bit RC2; it is used for
 // nothing else. Only the naming was changed.
