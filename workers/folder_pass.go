@@ -67,6 +67,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,
 		MaxRawMimeBytes: cfg.Sync.MaxRawMimeBytes,
 		CommitAttempts:  cfg.Persistence.MaximumConcurrencyCommitAttempts,
+		Stopping:        w.deps.Stopping,
 		EarliestDate:    account.EarliestEmailReceivedDate,
 		Extraction:      cfg.Sync.MimeLimits(),
 		AfterFinalCheckpoint: func(ctx context.Context, tx pgx.Tx) error {

@@ -68,6 +68,11 @@ type Dependencies struct {
 	// one built over Resolver and Resilience.
 	Tokens *mailoauth.Source
 
+	// Stopping, when set, is closed when the process begins to shut down:
+	// a folder pass then ends after the batch in flight, with its
+	// checkpoint, instead of opening another. Default: never closed.
+	Stopping <-chan struct{}
+
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
 	acquireConn func(ctx context.Context, pool *pgxpool.Pool, jobID int64) (*pgxpool.Conn, func(), error)

@@ -100,6 +100,10 @@ type Limits struct {
 	// and always at the end of a batch. Defaults: 64 messages, 16 MiB.
 	GroupMessages int
 	GroupBytes    int64
+	// Stopping, when closed, ends the pass before its next batch: the batch
+	// in flight commits with its checkpoint and the pass reports More, as
+	// at its batch bound. Default: never closed.
+	Stopping <-chan struct{}
 	// CommitAttempts is MaximumConcurrencyCommitAttempts: how often a write
 	// group another transaction got in the way of is written in all, in
 	// fresh transactions and without fetching again, before the pass is
@@ -222,7 +226,7 @@ func (p *pass) run(ctx context.Context) error {
 		p.rep.ExcludedByDate = len(below(all, p.state.UIDNext)) - len(uids)
 	}
 
-	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun {
+	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun && !p.stopping() {
 		n := min(len(uids), p.lim.BatchSize)
 		batch := uids[:n]
 		if err := p.storeBatch(ctx, batch); err != nil {
@@ -279,6 +283,16 @@ func (p *pass) run(ctx context.Context) error {
 			slog.Int("no_longer_served", p.rep.Scope.Invalidated))
 	}
 	return err
+}
+
+// stopping reports that the process is shutting down.
+func (p *pass) stopping() bool {
+	select {
+	case <-p.lim.Stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // safeEnd is where a pass that consumed every search result may put the

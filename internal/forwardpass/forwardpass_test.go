@@ -376,3 +376,48 @@ func TestForwardPassDoesNotStepOverWithheldContent(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM withheld_contents`).Scan(&counted))
 	require.Zero(t, counted)
 }
+
+// stoppingSession closes stop once it has delivered its first body.
+type stoppingSession struct {
+	answerTwiceSession
+	stop chan struct{}
+}
+
+func (s *stoppingSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	return s.answerTwiceSession.FetchBodies(ctx, uids, maxBytes, fn)
+}
+
+// A pass told to stop ends after the batch in flight, with its checkpoint,
+// and reports work left, as at its batch bound.
+func TestForwardPassStopsAtABatchBoundary(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	sess := &stoppingSession{answerTwiceSession: answerTwiceSession{n: 30}, stop: make(chan struct{})}
+	rep, err := Run(ctx, conn, sess, binding, Limits{BatchSize: 10, BatchesPerRun: 3, MaxRawMimeBytes: 1 << 20, Stopping: sess.stop,
+		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Batches, "the batch in flight, and no other")
+	require.True(t, rep.More)
+	require.Equal(t, uint32(10), rep.CheckpointUID)
+	cp, _, err := mailstore.ReadCheckpoint(ctx, pool, binding.ID)
+	require.NoError(t, err)
+	require.Equal(t, uint32(10), cp.LastSeenUID)
+}

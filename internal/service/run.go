@@ -133,7 +133,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("mailbox OAuth: %w", err)
 	}
-	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens}
+	r.stopping = make(chan struct{})
+	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens, Stopping: r.stopping}
 	failures, err := workers.Register(ws, deps)
 	if err != nil {
 		return err
@@ -318,6 +319,9 @@ type running struct {
 	cancelUI    context.CancelFunc
 	http        *http.Server
 	processLock *liveness.ProcessLock
+	// stopping is closed when shutdown begins, so work under way ends at
+	// its next boundary (a folder pass after its batch in flight).
+	stopping chan struct{}
 }
 
 // processLockCheck is how often the process liveness lock's connection is
@@ -332,6 +336,9 @@ const processLockCheck = 2 * time.Second
 func (r *running) shutdown(ctx context.Context) error {
 	start := time.Now()
 	var errs []error
+	if r.stopping != nil {
+		close(r.stopping)
+	}
 	if r.river != nil {
 		r.logger.InfoContext(ctx, "stopping River: no new jobs are fetched; running jobs get the drain period",
 			slog.Duration("drain", r.drain))
