@@ -2,9 +2,12 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
@@ -52,6 +55,13 @@ func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_failure_identity FROM folder_states
 		WHERE account_key = 'primary' AND alias = 'CLIENTS'`).Scan(&folderFailure))
 	require.Equal(t, "MailboxCommandRefused", folderFailure)
+
+	// The metrics read the same state from the database.
+	metrics := gatherRuns(t, b.deps(t))
+	require.Equal(t, 1.0, metrics[`mailfathom_account_consecutive_failures{account="primary"}`])
+	require.Equal(t, (96 * time.Minute).Seconds(), metrics[`mailfathom_account_backoff_seconds{account="primary"}`])
+	require.Equal(t, 2.0, metrics[`mailfathom_folder_messages_total{account="primary",alias="CLIENTS",outcome="stored"}`])
+	require.Contains(t, metrics, `mailfathom_folder_last_success_age_seconds{account="primary",alias="CLIENTS"}`)
 
 	// The account's next run waits out the backoff: twice the hour-long
 	// interval, less its jitter.
@@ -104,4 +114,28 @@ func TestMissingAccountRunIsRepaired(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
 		WHERE kind = 'account_run' AND state IN ('scheduled', 'available', 'running')`).Scan(&pending))
 	require.Equal(t, 1, pending, "the repaired run ran and scheduled its successor")
+}
+
+// gatherRuns collects the run metrics once: each series by its name and
+// labels, as the exposition writes them.
+func gatherRuns(t *testing.T, deps workers.Dependencies) map[string]float64 {
+	t.Helper()
+	c, err := workers.NewRunCollector(deps)
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
 }

@@ -152,3 +152,43 @@ func RecordPass(ctx context.Context, q Querier, accountKey, alias string, c Pass
 	}
 	return nil
 }
+
+// FolderState is a row of folder_states.
+type FolderState struct {
+	AccountKey, Alias   string
+	Counts              PassCounts
+	LastPassAt          *time.Time
+	LastSuccessAt       *time.Time
+	LastFailureAt       *time.Time
+	LastFailureIdentity string
+}
+
+// RunStates returns every account's and folder alias's state.
+func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, error) {
+	rows, err := q.Query(ctx, `SELECT `+accountStateColumns+` FROM account_states ORDER BY account_key`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mailstore: read the run states: %w", err)
+	}
+	accounts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccountState, error) { return scanAccountState(r) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("mailstore: read the run states: %w", err)
+	}
+	rows, err = q.Query(ctx, `SELECT account_key, alias, stored, oversized, unreadable, excluded_by_date,
+		expunged_before_fetch, content_withheld, last_pass_at, last_success_at, last_failure_at,
+		coalesce(last_failure_identity, '')
+		FROM folder_states ORDER BY account_key, alias`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
+	}
+	folders, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FolderState, error) {
+		var f FolderState
+		c := &f.Counts
+		err := r.Scan(&f.AccountKey, &f.Alias, &c.Stored, &c.Oversized, &c.Unreadable, &c.ExcludedByDate,
+			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity)
+		return f, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
+	}
+	return accounts, folders, nil
+}

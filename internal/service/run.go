@@ -184,6 +184,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := reg.Register(repaired); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	runs, err := workers.NewRunCollector(deps)
+	if err != nil {
+		return err
+	}
+	if err := reg.Register(runs); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	go workers.Maintain(sweepCtx, deps, client, lock.Leading, repaired, logger)
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
