@@ -17,6 +17,14 @@
 // conflict) is a river.JobSnooze, and anything unrecognized is a
 // river.JobCancel carrying the failure's identity. No worker loops over
 // retries of its own, and none classifies a failure itself.
+//
+// There is one retry layer between attempts, the account's: every failure
+// of an account run, a folder pass or a reconciliation window fails the
+// account's current run (mailstore.FailRun, FailFolder); a folder unit
+// that fails is not retried on a schedule of its own but waits for the
+// account's next run; and each run settles the previous one as it starts
+// (mailstore.BeginRun), waiting out the backoff that failed runs in a row
+// earned (RunBackoff).
 package workers
 
 import (
