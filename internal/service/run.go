@@ -63,6 +63,18 @@ func Run(ctx context.Context, opts Options) (err error) {
 	r.drain = opts.ShutdownDrain
 	defer func() { err = errors.Join(err, r.shutdown(context.WithoutCancel(ctx))) }()
 
+	// The listener is bound before anything else starts: a taken address
+	// fails at once, before a database is started or migrated.
+	ln, err := net.Listen("tcp", opts.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("MAILFATHOM_HTTP_ADDR (%s) cannot be listened on; another process may hold it: %w", opts.HTTPAddr, err)
+	}
+	defer func() {
+		if r.http == nil {
+			_ = ln.Close()
+		}
+	}()
+
 	connString := opts.DatabaseConnString
 	embedded := connString == ""
 	if embedded {
@@ -233,10 +245,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 		routes.Mount = ui.Mount
 	}
 
-	ln, err := net.Listen("tcp", opts.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", opts.HTTPAddr, err)
-	}
 	srv := &http.Server{
 		Handler:           httpserver.NewMux(routes),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -225,4 +226,26 @@ func TestTextSearchConfigurationGate(t *testing.T) {
 	require.Contains(t, err.Error(), `"english"`)
 	require.Contains(t, err.Error(), `"simple"`)
 	require.Contains(t, err.Error(), "mailfathom reindex-search")
+}
+
+// A taken HTTP address fails the start at once, naming the variable,
+// before any database is started or migrated and before a UI password is
+// generated.
+func TestTakenHTTPAddressFailsFirst(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = taken.Close() })
+	dir := traversableTempDir(t)
+	err = service.Run(context.Background(), service.Options{
+		Logger:          slog.New(slog.DiscardHandler),
+		HTTPAddr:        taken.Addr().String(),
+		UIEnabled:       true,
+		EmbeddedDataDir: filepath.Join(dir, "postgres"),
+		QueueWorkers:    map[string]int{jobs.QueueAccounts: 1},
+	})
+	require.ErrorContains(t, err, "MAILFATHOM_HTTP_ADDR ("+taken.Addr().String()+") cannot be listened on")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "no cluster was initialised and no password written")
 }
