@@ -139,3 +139,52 @@ func gatherRuns(t *testing.T, deps workers.Dependencies) map[string]float64 {
 	}
 	return out
 }
+
+// Starting a process is an operator asking for work now: every account's
+// next run becomes due at once with its failures forgotten — unless it was
+// attempted less than a minute ago, when it waits out that minute.
+func TestStartMakesEveryAccountDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupSync(t)
+	seed(t, b.user, "INBOX", 1, 42)
+	b.start(t)
+	b.waitIdle(t)
+	deps := b.deps(t)
+	nextRun := func() (string, time.Time) {
+		var state string
+		var at time.Time
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state::text, scheduled_at FROM river_job
+			WHERE kind = 'account_run' AND state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&state, &at))
+		return state, at
+	}
+
+	// Backing off after four failed runs, its next run half an hour away.
+	_, err := b.pool.Exec(ctx, `UPDATE account_states SET consecutive_failures = 4, run_failed = true,
+		run_started_at = now() - interval '10 minutes'`)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() + interval '30 minutes',
+		args = args || '{"failures_before": 4}' WHERE kind = 'account_run' AND state = 'scheduled'`)
+	require.NoError(t, err)
+	b.stop()
+	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, b.client)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	state, at := nextRun()
+	require.Equal(t, "available", state)
+	require.WithinDuration(t, time.Now(), at, 5*time.Second)
+	st, _, err := mailstore.ReadAccountState(ctx, b.pool, "primary")
+	require.NoError(t, err)
+	require.Zero(t, st.ConsecutiveFailures)
+	require.False(t, st.RunFailed)
+
+	// Attempted moments ago: it waits out the minute.
+	_, err = b.pool.Exec(ctx, `UPDATE account_states SET run_started_at = now() - interval '10 seconds'`)
+	require.NoError(t, err)
+	n, err = workers.ScheduleConfiguredAccounts(ctx, deps, b.client)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	state, at = nextRun()
+	require.Equal(t, "scheduled", state)
+	require.WithinDuration(t, time.Now().Add(50*time.Second), at, 5*time.Second)
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -43,26 +44,55 @@ func ScheduleAccountRun(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 	return true, nil
 }
 
-// ScheduleConfiguredAccounts makes sure every configured account has a run
-// pending, starting now for an account that has none. It is what starts
-// synchronization at startup and picks up an account added to the
-// configuration; an account removed from it ends its own runs.
+// RestartGrace is how long after an account's last run started a process
+// start waits before running it again, so a process that keeps crashing
+// and restarting does not hammer a server that counts failed logins.
+const RestartGrace = time.Minute
+
+// ScheduleConfiguredAccounts is what starting a process means for
+// synchronization: an operator asking for work now. Every configured
+// account's failed runs are forgotten and its next run becomes due at once
+// — or, when its last run started less than RestartGrace ago, once that
+// has passed — whether it was waiting out its interval, its backoff or a
+// retry, or had no run at all. It returns how many accounts it made due.
+// An account removed from the configuration ends its own runs.
 func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *river.Client[pgx.Tx]) (int, error) {
 	if !deps.Config.Sync.Enabled {
 		return 0, nil
 	}
-	inserted := 0
+	deps, err := deps.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	due := 0
 	for _, a := range deps.Config.Accounts {
+		key := config.AccountKey(a.ID)
 		err := pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
-			ok, err := ScheduleAccountRun(ctx, tx, client, a.ID, time.Now(), 0, 0)
-			if ok {
-				inserted++
+			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
+				return err
+			}
+			started, err := mailstore.ClearFailures(ctx, tx, key)
+			if err != nil {
+				return err
+			}
+			at := deps.Now()
+			if started != nil && at.Sub(*started) < RestartGrace {
+				at = started.Add(RestartGrace)
+			}
+			moved, err := jobqueue.RescheduleAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, at)
+			if err != nil || moved {
+				due++
+				return err
+			}
+			inserted, err := ScheduleAccountRun(ctx, tx, client, a.ID, at, 0, 0)
+			if inserted {
+				due++
 			}
 			return err
 		})
 		if err != nil {
-			return inserted, err
+			return due, err
 		}
 	}
-	return inserted, nil
+	return due, nil
 }

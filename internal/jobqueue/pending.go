@@ -3,6 +3,7 @@ package jobqueue
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -66,4 +67,24 @@ func PendingAccounts(ctx context.Context, q interface {
 		out[k] = true
 	}
 	return out, nil
+}
+
+// RescheduleAccountRun makes the account run of accountKey that is
+// waiting — available, scheduled or retryable, not running — due at at,
+// with no failures carried in its arguments, and reports whether there was
+// one.
+func RescheduleAccountRun(ctx context.Context, tx pgx.Tx, kind, accountKey string, at time.Time) (bool, error) {
+	state := "scheduled"
+	if !at.After(time.Now()) {
+		state = "available"
+	}
+	tag, err := tx.Exec(ctx, `
+		UPDATE river_job
+		SET scheduled_at = $3, state = $4::river_job_state, args = args - 'failures_before'
+		WHERE kind = $1 AND lower(btrim(args->>'account_id')) = $2
+		  AND state IN ('available', 'scheduled', 'retryable')`, kind, accountKey, at, state)
+	if err != nil {
+		return false, fmt.Errorf("jobqueue: reschedule the account's run: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
 }

@@ -192,3 +192,16 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 	}
 	return accounts, folders, nil
 }
+
+// ClearFailures forgets accountKey's failed runs, in the caller's
+// transaction — what starting a process means: an operator asking for
+// work now — and returns when its last run started (nil if it never ran).
+func ClearFailures(ctx context.Context, q Querier, accountKey string) (*time.Time, error) {
+	var started *time.Time
+	err := q.QueryRow(ctx, `UPDATE account_states SET consecutive_failures = 0, run_failed = false
+		WHERE account_key = $1 RETURNING run_started_at`, accountKey).Scan(&started)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("mailstore: clear the failed runs: %w", err)
+	}
+	return started, nil
+}
