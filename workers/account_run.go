@@ -78,26 +78,16 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	defer release()
 
 	// The run settles the previous one: failed folders count against the
-	// account as a failed account run does, and the run waits out the
-	// backoff they earned.
+	// account as a failed account run does.
 	key := config.AccountKey(account.ID)
 	var state mailstore.AccountState
-	var due time.Time
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var err error
-		state, due, err = mailstore.BeginRun(ctx, tx, key, w.deps.Now(), func(failures int) time.Duration {
-			return MinRunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
-		})
+		state, err = mailstore.BeginRun(ctx, tx, key, w.deps.Now())
 		return err
 	})
 	if err != nil {
 		return err
-	}
-	if !due.IsZero() {
-		wait := due.Sub(w.deps.Now())
-		logger.InfoContext(ctx, "the account's run waits out the backoff its failed runs earned",
-			slog.Int("consecutive_failures", state.ConsecutiveFailures), slog.Duration("wait", wait))
-		return river.JobSnooze(max(wait, time.Second))
 	}
 
 	held, err := slots.Acquire(ctx, conn, key, "", bounds(cfg))

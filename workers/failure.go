@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -19,6 +20,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/jobs"
 )
 
 // Disposition is what River does with a failed work unit. River is the
@@ -233,13 +235,29 @@ func recordRunFailure(deps Dependencies) func(context.Context, *rivertype.JobRow
 }
 
 // recordFolderFailure records a pass's or window's failure against its
-// folder and the account's current run.
+// folder and the account's current run, and moves the account's next run
+// to where the run backoff puts it: the failed run counts as the account
+// run's own failure would.
 func recordFolderFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
 	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
 		args, err := decodeUnitArgs(job)
 		if err != nil {
 			return err
 		}
-		return mailstore.FailFolder(context.WithoutCancel(ctx), deps.Pool, config.AccountKey(args.AccountID), args.Alias, identity, deps.Now())
+		ctx = context.WithoutCancel(ctx)
+		key := config.AccountKey(args.AccountID)
+		cfg := deps.Config
+		return pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
+			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
+				return err
+			}
+			st, err := mailstore.FailFolder(ctx, tx, key, args.Alias, identity, deps.Now())
+			if err != nil || st.RunStartedAt == nil {
+				return err
+			}
+			at := st.RunStartedAt.Add(RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, st.ConsecutiveFailures+1))
+			_, err = jobqueue.PostponeAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, at)
+			return err
+		})
 	}
 }

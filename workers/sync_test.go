@@ -495,8 +495,11 @@ func TestForwardSynchronization(t *testing.T) {
 		require.Zero(t, pendingRuns(), "a disabled account schedules no further run")
 		require.Len(t, b.stored(t, "INBOX"), 3, "nothing new is fetched and nothing stored is removed")
 
-		// Enabling it again starts it on the next start.
+		// Enabling it again starts it on the next start (once its last run
+		// is a minute old).
 		b.env["MAILFATHOM_SYNC_ENABLED"] = "true"
+		_, err := b.pool.Exec(context.Background(), `UPDATE account_states SET run_started_at = now() - interval '2 minutes'`)
+		require.NoError(t, err)
 		b.start(t)
 		b.waitIdle(t)
 		require.Len(t, b.stored(t, "INBOX"), 4)

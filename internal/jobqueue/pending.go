@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Scheduling namespaces: the first key of the transaction-scoped advisory
@@ -85,6 +86,22 @@ func RescheduleAccountRun(ctx context.Context, tx pgx.Tx, kind, accountKey strin
 		  AND state IN ('available', 'scheduled', 'retryable')`, kind, accountKey, at, state)
 	if err != nil {
 		return false, fmt.Errorf("jobqueue: reschedule the account's run: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// PostponeAccountRun moves the scheduled or available account run of
+// accountKey to at when it is due earlier, and reports whether it moved
+// one. A run already running is left alone.
+func PostponeAccountRun(ctx context.Context, q interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, kind, accountKey string, at time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `
+		UPDATE river_job SET scheduled_at = $3, state = 'scheduled'
+		WHERE kind = $1 AND lower(btrim(args->>'account_id')) = $2
+		  AND state IN ('available', 'scheduled') AND scheduled_at < $3`, kind, accountKey, at)
+	if err != nil {
+		return false, fmt.Errorf("jobqueue: postpone the account's run: %w", err)
 	}
 	return tag.RowsAffected() > 0, nil
 }

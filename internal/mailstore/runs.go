@@ -32,14 +32,11 @@ type AccountState struct {
 
 // BeginRun starts a run of accountKey at now, in tx. It settles the
 // previous run first — a failed one adds to the consecutive failures, one
-// that did not fail clears them — and, when the settled count is not zero
-// and the previous run started less than wait(count) before now, starts
-// nothing and returns when the run may start. Otherwise it records the new
-// run and returns a zero time. The state returned is the settled one.
-func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time, wait func(failures int) time.Duration) (AccountState, time.Time, error) {
+// that did not fail clears them — and returns the settled state.
+func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time) (AccountState, error) {
 	st, err := lockAccountState(ctx, tx, accountKey)
 	if err != nil {
-		return st, time.Time{}, err
+		return st, err
 	}
 	if st.RunStartedAt != nil {
 		if st.RunFailed {
@@ -47,19 +44,14 @@ func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time, 
 		} else {
 			st.ConsecutiveFailures = 0
 		}
-		if st.ConsecutiveFailures > 0 {
-			if due := st.RunStartedAt.Add(wait(st.ConsecutiveFailures)); now.Before(due) {
-				return st, due, nil
-			}
-		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE account_states
 		SET consecutive_failures = $2, run_started_at = $3, run_failed = false
 		WHERE account_key = $1`, accountKey, st.ConsecutiveFailures, now); err != nil {
-		return st, time.Time{}, fmt.Errorf("mailstore: begin a run: %w", err)
+		return st, fmt.Errorf("mailstore: begin a run: %w", err)
 	}
 	st.RunStartedAt, st.RunFailed = &now, false
-	return st, time.Time{}, nil
+	return st, nil
 }
 
 func lockAccountState(ctx context.Context, tx pgx.Tx, accountKey string) (AccountState, error) {
@@ -109,16 +101,21 @@ func FailRun(ctx context.Context, q Querier, accountKey, identity string, at tim
 }
 
 // FailFolder records that a pass or window of accountKey's alias failed,
-// which fails the account's current run too.
-func FailFolder(ctx context.Context, q Querier, accountKey, alias, identity string, at time.Time) error {
+// which fails the account's current run too, and returns the account's
+// state as it now stands.
+func FailFolder(ctx context.Context, q Querier, accountKey, alias, identity string, at time.Time) (AccountState, error) {
 	if _, err := q.Exec(ctx, `
 		INSERT INTO folder_states (account_key, alias, last_failure_at, last_failure_identity)
 		VALUES ($1, $2, $4, $3)
 		ON CONFLICT (account_key, alias) DO UPDATE
 		SET last_failure_at = $4, last_failure_identity = $3`, accountKey, alias, identity, at); err != nil {
-		return fmt.Errorf("mailstore: record a failed folder: %w", err)
+		return AccountState{}, fmt.Errorf("mailstore: record a failed folder: %w", err)
 	}
-	return FailRun(ctx, q, accountKey, identity, at)
+	if err := FailRun(ctx, q, accountKey, identity, at); err != nil {
+		return AccountState{}, err
+	}
+	st, _, err := ReadAccountState(ctx, q, accountKey)
+	return st, err
 }
 
 // PassCounts are what a forward pass adds to its folder's counts.
