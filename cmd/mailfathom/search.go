@@ -34,6 +34,18 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	if !ok {
 		return 1
 	}
+	// Only configured accounts' mail is served: say so rather than answer
+	// "no matching messages" over mail that is stored.
+	if len(cfg.Accounts) == 0 {
+		fmt.Fprintln(stderr, "mailfathom: no account is configured, so no mail is served; the same MAILFATHOM_ACCOUNTS_<i>_* variables serve uses (at least MAILFATHOM_ACCOUNTS_0_ID) must be set for search too")
+		return 1
+	}
+	if *account != "" {
+		if _, ok := cfg.Account(*account); !ok {
+			fmt.Fprintf(stderr, "mailfathom: -account %q is not a configured account; configured: %s\n", *account, configuredIDs(cfg))
+			return 1
+		}
+	}
 	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, newLogger(cfg, io.Discard), stderr)
 	if !ok {
 		return 1
@@ -85,6 +97,15 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	}
 	_ = w.Flush()
 	return 0
+}
+
+// configuredIDs lists the configured account ids for a message.
+func configuredIDs(cfg *config.Config) string {
+	ids := make([]string, len(cfg.Accounts))
+	for i, a := range cfg.Accounts {
+		ids[i] = a.ID
+	}
+	return strings.Join(ids, ", ")
 }
 
 // oneLine keeps a value on its table row: no control characters, bounded.

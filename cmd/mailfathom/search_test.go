@@ -62,6 +62,16 @@ func TestSearchAndReindexCommands(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "no matching messages")
 
+	// Without accounts, or naming one that is not configured, search says
+	// so instead of finding nothing.
+	code, _, stderr = runCmd(t, env[:2], "search", "pelican")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "no account is configured")
+	require.Contains(t, stderr, "MAILFATHOM_ACCOUNTS_0_ID")
+	code, _, stderr = runCmd(t, env, "search", "-account", "secondary", "pelican")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `-account "secondary" is not a configured account; configured: primary`)
+
 	// Re-indexing under english makes stemmed queries match.
 	english := append(env, "MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION=english")
 	code, stdout, stderr = runCmd(t, english, "reindex-search")
