@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"path/filepath"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -15,27 +16,30 @@ import (
 	"github.com/mailfathom/mailfathom/internal/service"
 )
 
-// openDatabase opens the configured database, or starts the embedded
-// default when none is configured, for a command other than serve. close
-// releases both.
-func openDatabase(ctx context.Context, cfg *config.Config, resolver *secret.Resolver, logger *slog.Logger, stderr io.Writer) (*pgxpool.Pool, func(), bool) {
+// openDatabase opens the configured database for a command other than
+// serve or, when none is configured, connects to the embedded one the
+// running serve started: a command never starts a cluster of its own, so
+// it can run beside serve. close releases the pool.
+func openDatabase(ctx context.Context, cfg *config.Config, resolver *secret.Resolver, stderr io.Writer) (*pgxpool.Pool, func(), bool) {
 	opts := service.OptionsFromConfig(cfg, resolver)
 	connString := opts.DatabaseConnString
-	stopEmbedded := func() {}
 	if connString == "" {
-		db, err := pgcluster.StartEmbedded(ctx, opts.EmbeddedDataDir, logger)
+		var err error
+		connString, err = pgcluster.ConnectEmbedded(opts.EmbeddedDataDir)
+		if errors.Is(err, pgcluster.ErrNotRunning) {
+			abs, _ := filepath.Abs(opts.EmbeddedDataDir)
+			fmt.Fprintf(stderr, "mailfathom: no embedded database is running in %s: start `mailfathom serve` first (it starts the embedded database), or set MAILFATHOM_EMBEDDED_DATA_DIR to the data directory serve uses (or MAILFATHOM_DATABASE_URL to a configured database)\n", abs)
+			return nil, nil, false
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 			return nil, nil, false
 		}
-		stopEmbedded = func() { _ = db.Stop(context.WithoutCancel(ctx)) }
-		connString = db.ConnString
 	}
 	pool, err := database.Open(ctx, database.Options{ConnString: connString, Password: opts.DatabasePassword, MaxConns: 4})
 	if err != nil {
-		stopEmbedded()
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 		return nil, nil, false
 	}
-	return pool, func() { pool.Close(); stopEmbedded() }, true
+	return pool, pool.Close, true
 }

@@ -22,7 +22,7 @@ func migrateCmd(ctx context.Context, args, environ []string, stdout, stderr io.W
 		return 1
 	}
 	logger := newLogger(cfg, stderr)
-	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, logger, stderr)
+	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, stderr)
 	if !ok {
 		return 1
 	}

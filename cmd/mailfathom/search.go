@@ -46,7 +46,7 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 			return 1
 		}
 	}
-	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, newLogger(cfg, io.Discard), stderr)
+	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, stderr)
 	if !ok {
 		return 1
 	}
@@ -130,7 +130,7 @@ func reindexSearchCmd(ctx context.Context, environ []string, stdout, stderr io.W
 	if !ok {
 		return 1
 	}
-	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, newLogger(cfg, stderr), stderr)
+	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, stderr)
 	if !ok {
 		return 1
 	}

@@ -2,9 +2,15 @@ package pgcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -71,4 +77,53 @@ func ensureDatabase(ctx context.Context, adminConnString string) error {
 		return fmt.Errorf("create database: %w", err)
 	}
 	return nil
+}
+
+// ErrNotRunning is returned by ConnectEmbedded when no server runs on the
+// data directory.
+var ErrNotRunning = errors.New("pgcluster: no server runs on the data directory")
+
+// ConnectEmbedded returns the connection string of EmbeddedDatabase in the
+// cluster a running `serve` started under dataDir (relative to the
+// working directory when not absolute), read from the server's own
+// postmaster.pid: its socket directory and port. It starts nothing and
+// changes nothing in the directory; when no server is ready there it
+// returns an error wrapping ErrNotRunning that names the absolute
+// directory it looked in.
+func ConnectEmbedded(dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("pgcluster: data directory: %w", err)
+	}
+	notRunning := fmt.Errorf("%w: %s", ErrNotRunning, abs)
+	b, err := os.ReadFile(filepath.Join(abs, "postmaster.pid"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", notRunning
+	}
+	if err != nil {
+		return "", fmt.Errorf("pgcluster: read %s: %w", filepath.Join(abs, "postmaster.pid"), err)
+	}
+	// postmaster.pid: PID, data directory, start time, port, socket
+	// directory, listen address, shared memory key, status.
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 8 || strings.TrimSpace(lines[7]) != "ready" {
+		return "", notRunning
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pid <= 0 {
+		return "", notRunning
+	}
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	real, rerr := filepath.EvalSymlinks(abs)
+	if err != nil || rerr != nil || cwd != real {
+		return "", notRunning // the file outlived its server
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(lines[3]))
+	socketDir := strings.TrimSpace(lines[4])
+	if err != nil || socketDir == "" {
+		return "", notRunning
+	}
+	q := url.Values{"host": {socketDir}, "port": {strconv.Itoa(port)}, "sslmode": {"disable"}}
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/" + EmbeddedDatabase, RawQuery: q.Encode()}
+	return u.String(), nil
 }
