@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestGoRunStopsWithItsParent runs the README's command, `go run
+// ./cmd/mailfathom serve`, on the embedded database, and sends SIGTERM to
+// the go process, as a process manager or a terminal closing would: serve
+// and the PostgreSQL it started stop with it, instead of running on.
+func TestGoRunStopsWithItsParent(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "mailfathom-gorun-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dataDir := filepath.Join(dir, "postgres")
+
+	cmd := exec.Command("go", "run", "./cmd/mailfathom", "serve")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(),
+		"MAILFATHOM_EMBEDDED_DATA_DIR="+dataDir, "MAILFATHOM_HTTP_ADDR=127.0.0.1:0", "MAILFATHOM_LOG_FORMAT=json")
+	// A file, as a terminal would be: it outlives go run, so serve can go
+	// on logging while it stops.
+	logPath := filepath.Join(dir, "serve.log")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logFile.Close() })
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	log := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	require.Eventually(t, func() bool { return strings.Contains(log(), `"msg":"serving"`) }, 3*time.Minute, 200*time.Millisecond,
+		"serve did not start under go run")
+	servePID := childOf(t, cmd.Process.Pid)
+	require.NotZero(t, servePID, "go run's child")
+	postmaster, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	require.NoError(t, err)
+	pgPID, err := strconv.Atoi(strings.SplitN(string(postmaster), "\n", 2)[0])
+	require.NoError(t, err)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	_ = cmd.Wait()
+	require.Eventually(t, func() bool { return !alive(servePID) && !alive(pgPID) }, time.Minute, 100*time.Millisecond,
+		"serve (pid %d) and its PostgreSQL (pid %d) stop with go run", servePID, pgPID)
+	require.Contains(t, log(), "shutdown complete", "serve drained and stopped cleanly")
+}
+
+// childOf returns the first process whose parent is pid, or 0.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
+}
+
+// alive reports whether pid runs (and is not a zombie).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
