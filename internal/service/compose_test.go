@@ -80,6 +80,18 @@ func TestCompose(t *testing.T) {
 			grace, drain, jobqueue.HardStopBound, service.HTTPShutdownBound, composeStopMargin)
 	})
 
+	// /metrics and the probes answer without a password, so the service
+	// is published on the host's loopback unless an operator chooses
+	// otherwise.
+	t.Run("PublishesOnLoopbackOnly", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		require.NotEmpty(t, bundle.service.Ports)
+		for _, p := range bundle.service.Ports {
+			require.Equal(t, "127.0.0.1", p.HostIP, "port %s is published on every interface", p.Published)
+		}
+	})
+
 	t.Run("SendsTheSignalServeDrainsOn", func(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
