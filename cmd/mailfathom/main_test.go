@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/stretchr/testify/require"
 )
 
@@ -145,4 +148,17 @@ func TestUnloadableTrustAnchorFailsStartup(t *testing.T) {
 	require.Contains(t, stderr, "MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY")
 	require.Contains(t, stderr, "[EncodingNotRecognized]")
 	require.NotContains(t, stdout+stderr, sentinel)
+}
+
+// Durations reach the log as Go duration strings, as configuration writes
+// them, in both formats.
+func TestLogDurationsAsText(t *testing.T) {
+	t.Parallel()
+	for _, format := range []config.LogFormat{config.LogFormatJSON, config.LogFormatText} {
+		var out bytes.Buffer
+		cfg := &config.Config{Log: config.Log{Format: format, Level: config.LogLevelInfo}}
+		newLogger(cfg, &out).Info("waited", slog.Duration("next_run_in", 90*time.Second))
+		require.Contains(t, out.String(), "1m30s", format)
+		require.NotContains(t, out.String(), "90000000000", format)
+	}
 }

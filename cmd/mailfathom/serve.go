@@ -37,12 +37,23 @@ func loadConfigAndAnchors(ctx context.Context, environ []string, stderr io.Write
 	return cfg, resolver, anchors, true
 }
 
+// newLogger returns the process logger. Durations are written as Go
+// duration strings ("1m30s"), the form the configuration takes, rather
+// than the JSON handler's nanoseconds.
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.Log.Level.Slog()}
+	opts := &slog.HandlerOptions{Level: cfg.Log.Level.Slog(), ReplaceAttr: durationsAsText}
 	if cfg.Log.Format == config.LogFormatText {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsText renders a duration attribute as its Go string.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // serveGCPercent is serve's garbage-collector target unless GOGC is set.

@@ -166,7 +166,7 @@ func runFirstSync(b *testing.B, bundle *testBundle, name string, n int, meter *c
 		case "serving":
 			r.serving = at.Sub(start)
 		case "folder pass finished":
-			d, _ := l["duration"].(float64) // slog's JSON duration: nanoseconds
+			d, _ := l.duration("duration")
 			if r.passes == 0 {
 				r.first = at.Add(-time.Duration(d)).Sub(start)
 			}

@@ -218,6 +218,17 @@ type logLine map[string]any
 
 func (l logLine) msg() string { s, _ := l["msg"].(string); return s }
 
+// duration reads a duration attribute, which the log writes as a Go
+// duration string, and false when it is missing or malformed.
+func (l logLine) duration(key string) (time.Duration, bool) {
+	s, ok := l[key].(string)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	return d, err == nil
+}
+
 // logLines parses the JSON records of the log; other lines (the console
 // lines serve prints on stdout) are skipped.
 func (p *serveProc) logLines() []logLine {

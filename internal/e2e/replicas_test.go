@@ -306,7 +306,7 @@ func passIntervals(t testing.TB, p *serveProc) []passInterval {
 		}
 		end, err := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))
 		require.NoError(t, err)
-		d, ok := l["duration"].(float64)
+		d, ok := l.duration("duration")
 		require.True(t, ok, "a pass record carries its duration: %v", l)
 		out = append(out, passInterval{
 			process: p.name, account: fmt.Sprint(l["account"]), alias: fmt.Sprint(l["alias"]),

@@ -80,7 +80,9 @@ func TestSIGTERMDrainsPassThenResumes(t *testing.T) {
 		return -1
 	}
 	stopping := at(0, "shutting down")
-	require.Equal(t, float64(bound), lines[stopping]["bound"], "the log names the shutdown bound")
+	logged, ok := lines[stopping].duration("bound")
+	require.True(t, ok)
+	require.Equal(t, bound, logged, "the log names the shutdown bound")
 	i := at(stopping, "stopping River: no new jobs are fetched; running jobs get the drain period")
 	i = at(i, "folder pass finished", "more", "true")
 	committedAfterStop := 0
@@ -93,7 +95,8 @@ func TestSIGTERMDrainsPassThenResumes(t *testing.T) {
 	i = at(i, "River stopped", "clean", "true")
 	riverStopped := lines[i]
 	at(i, "shutdown complete", "clean", "true")
-	took := time.Duration(riverStopped["took"].(float64))
+	took, ok := riverStopped.duration("took")
+	require.True(t, ok)
 	require.Less(t, took, drain, "the pass ended inside the drain")
 	t.Logf("River stopped %v into the drain", took.Round(time.Millisecond))
 	require.Zero(t, p.count("folder pass ended early"), "nothing was cancelled")
