@@ -45,12 +45,14 @@ func CheckSecrets(ctx context.Context, cfg *config.Config, resolver *secret.Reso
 		material, err := resolver.Resolve(ctx, ref.Ref)
 		clear(material)
 		if err != nil {
+			// The secret's own reason says which — missing, not
+			// readable, empty — and never carries the target or material.
 			var serr *secret.Error
-			identity := string(secret.SecretNotResolvable)
+			identity, reason := string(secret.SecretNotResolvable), ""
 			if errors.As(err, &serr) {
-				identity = string(serr.Failure)
+				identity, reason = string(serr.Failure), ": "+serr.Reason
 			}
-			problems = append(problems, failure.Text(ref.Variable+": the secret reference does not resolve", identity))
+			problems = append(problems, failure.Text(ref.Variable+": the secret reference does not resolve"+reason, identity))
 		}
 	}
 	var anchors []LoadedAnchor

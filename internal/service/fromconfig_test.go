@@ -57,8 +57,8 @@ func TestCheckSecretsResolvesOAuthReferences(t *testing.T) {
 	var serr *service.SecretsError
 	require.True(t, errors.As(err, &serr), "%v", err)
 	require.Equal(t, []string{
-		"MAILFATHOM_ACCOUNTS_0_OAUTH_CLIENT_SECRET: the secret reference does not resolve [SecretNotResolvable]",
-		"MAILFATHOM_ACCOUNTS_0_OAUTH_REFRESH_TOKEN: the secret reference does not resolve [SecretNotResolvable]",
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_CLIENT_SECRET: the secret reference does not resolve: the referenced file could not be opened (it does not exist) [SecretNotResolvable]",
+		"MAILFATHOM_ACCOUNTS_0_OAUTH_REFRESH_TOKEN: the secret reference does not resolve: the referenced material is empty [SecretNotResolvable]",
 	}, serr.Problems)
 	for _, s := range []string{clientID, clientSecret, refreshToken, dir, "SENTINEL"} {
 		require.NotContains(t, err.Error(), s)
