@@ -74,12 +74,21 @@ func (h *Handler) Mount(mux *http.ServeMux) {
 // ServeHTTP implements http.Handler: a request without valid credentials
 // gets 401 and a challenge, and never reaches River UI.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Basic realm="MailFathom River UI", charset="UTF-8"`)
-		http.Error(w, "authentication required", http.StatusUnauthorized)
-		return
-	}
-	h.ui.ServeHTTP(w, r)
+	h.Protect(h.ui).ServeHTTP(w, r)
+}
+
+// Protect puts next behind the same basic authentication as River UI: the
+// API and the status page are served to whoever may open River UI, and to
+// nobody else.
+func (h *Handler) Protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="MailFathom", charset="UTF-8"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (h *Handler) authorized(r *http.Request) bool {

@@ -3,6 +3,8 @@ package workers
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/mailfathom/mailfathom/internal/status"
 )
 
 // RunBackoff is the wait before an account's next run after failures
@@ -35,4 +37,17 @@ func runBackoff(interval, maxBackoff time.Duration, failures int, random func() 
 		return d
 	}
 	return lo + time.Duration(random()*float64(d-lo))
+}
+
+// StatusOptions returns what package status needs to read deps' accounts:
+// the configuration and the run backoff.
+func StatusOptions(deps Dependencies) status.Options {
+	cfg := deps.Config
+	return status.Options{
+		Config: cfg,
+		Backoff: func(failures int) time.Duration {
+			return MinRunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
+		},
+		Now: deps.Now,
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/workers"
 )
@@ -115,10 +116,8 @@ func TestMissingAccountRunIsRepaired(t *testing.T) {
 // labels, as the exposition writes them.
 func gatherRuns(t *testing.T, deps workers.Dependencies) map[string]float64 {
 	t.Helper()
-	c, err := workers.NewRunCollector(deps)
-	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(c))
+	require.NoError(t, reg.Register(status.NewCollector(deps.Pool, workers.StatusOptions(deps))))
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	out := map[string]float64{}

@@ -8,6 +8,7 @@
 //	mailfathom migrate -check  report the migration versions; exit 1 if behind
 //	mailfathom search WORDS    search the stored mail of the configured accounts
 //	mailfathom reindex-search  rebuild the search index under the configured text search configuration
+//	mailfathom status          each account's and folder's synchronization status
 //	mailfathom check-config    validate the MAILFATHOM_ environment
 //	mailfathom probe URL       exit 0 when URL answers 200 OK
 //
@@ -39,6 +40,7 @@ commands:
   search [-account ID] [-alias ALIAS] [-limit N] WORDS
                    search the stored mail of the configured accounts
   reindex-search   rebuild the search index under MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION
+  status [-json]   each account's and folder alias's synchronization status
   check-config     validate the MAILFATHOM_ environment variables and report every problem
   probe URL        exit 0 when URL answers 200 OK (container health checks)
 `
@@ -60,6 +62,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return searchCmd(ctx, args[1:], environ, stdout, stderr)
 	case "reindex-search":
 		return reindexSearchCmd(ctx, environ, stdout, stderr)
+	case "status":
+		return statusCmd(ctx, args[1:], environ, stdout, stderr)
 	case "probe":
 		return probe(ctx, args[1:], stderr)
 	case "help", "-h", "--help":

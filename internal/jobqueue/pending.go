@@ -105,3 +105,37 @@ func PostponeAccountRun(ctx context.Context, q interface {
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// PendingRun is an account's run that is coming or under way.
+type PendingRun struct {
+	// State is River's: available, scheduled, retryable, running, pending.
+	State       string
+	ScheduledAt time.Time
+	Attempt     int
+}
+
+// PendingRuns returns, per normalized account key, the earliest job of
+// kind that is coming or under way.
+func PendingRuns(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, kind string) (map[string]PendingRun, error) {
+	rows, err := q.Query(ctx, `
+		SELECT DISTINCT ON (key) key, state::text, scheduled_at, attempt
+		FROM (SELECT lower(btrim(args->>'account_id')) AS key, state, scheduled_at, attempt FROM river_job
+		      WHERE kind = $1 AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')) j
+		ORDER BY key, (state = 'running') DESC, scheduled_at`, kind)
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: read the pending %s jobs: %w", kind, err)
+	}
+	defer rows.Close()
+	out := map[string]PendingRun{}
+	for rows.Next() {
+		var key string
+		var r PendingRun
+		if err := rows.Scan(&key, &r.State, &r.ScheduledAt, &r.Attempt); err != nil {
+			return nil, fmt.Errorf("jobqueue: read the pending %s jobs: %w", kind, err)
+		}
+		out[key] = r
+	}
+	return out, rows.Err()
+}

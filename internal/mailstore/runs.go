@@ -202,3 +202,62 @@ func ClearFailures(ctx context.Context, q Querier, accountKey string) (*time.Tim
 	}
 	return started, nil
 }
+
+// FolderContents is what is stored of one account's folder alias, across
+// its binding generations, and how far its latest binding got.
+type FolderContents struct {
+	AccountKey, Alias string
+	// Stored, Oversized and Withheld count the messages served with their
+	// content, over the size limit, and with their content withheld.
+	Stored, Oversized, Withheld int
+	// Tombstoned counts the messages the server no longer holds that are
+	// kept and no longer served.
+	Tombstoned int
+	// UIDValidity and LastSeenUID are the latest binding's checkpoint; zero
+	// before the first.
+	UIDValidity, LastSeenUID uint32
+}
+
+// Contents returns every bound folder alias's contents.
+func Contents(ctx context.Context, q Querier) ([]FolderContents, error) {
+	rows, err := q.Query(ctx, `
+		WITH latest AS (
+			SELECT DISTINCT ON (mailbox_account_id, alias) id, mailbox_account_id, alias
+			FROM mail_folders ORDER BY mailbox_account_id, alias, generation DESC
+		), served AS (
+			SELECT f.mailbox_account_id, f.alias,
+			       count(*) FILTER (WHERE s.content_availability = 'Available') AS stored,
+			       count(*) FILTER (WHERE s.content_availability = 'ExceededSizeLimit') AS oversized,
+			       count(*) FILTER (WHERE s.content_availability = 'ContentWithheld') AS withheld
+			FROM served_stored_emails s JOIN mail_folders f ON f.id = s.mail_folder_id
+			GROUP BY f.mailbox_account_id, f.alias
+		), gone AS (
+			SELECT f.mailbox_account_id, f.alias, count(*) AS tombstoned
+			FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
+			WHERE e.remote_expunge_observed_at IS NOT NULL
+			GROUP BY f.mailbox_account_id, f.alias
+		)
+		SELECT a.account_key, l.alias,
+		       coalesce(s.stored, 0), coalesce(s.oversized, 0), coalesce(s.withheld, 0), coalesce(g.tombstoned, 0),
+		       coalesce(c.uid_validity, 0), coalesce(c.last_seen_uid, 0)
+		FROM latest l
+		JOIN mailbox_accounts a ON a.id = l.mailbox_account_id
+		LEFT JOIN served s ON s.mailbox_account_id = l.mailbox_account_id AND s.alias = l.alias
+		LEFT JOIN gone g ON g.mailbox_account_id = l.mailbox_account_id AND g.alias = l.alias
+		LEFT JOIN synchronization_checkpoints c ON c.mail_folder_id = l.id
+		ORDER BY a.account_key, l.alias`)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read the folders' contents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FolderContents, error) {
+		var f FolderContents
+		var validity, last int64
+		err := r.Scan(&f.AccountKey, &f.Alias, &f.Stored, &f.Oversized, &f.Withheld, &f.Tombstoned, &validity, &last)
+		f.UIDValidity, f.LastSeenUID = uint32(validity), uint32(last)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read the folders' contents: %w", err)
+	}
+	return out, nil
+}

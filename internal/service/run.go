@@ -30,6 +30,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/secret"
+	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/riverui"
 	"github.com/mailfathom/mailfathom/schema"
@@ -196,11 +197,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := reg.Register(repaired); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	runs, err := workers.NewRunCollector(deps)
-	if err != nil {
-		return err
-	}
-	if err := reg.Register(runs); err != nil {
+	statusOpts := workers.StatusOptions(deps)
+	if err := reg.Register(status.NewCollector(pool, statusOpts)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	go workers.Maintain(sweepCtx, deps, client, lock.Leading, repaired, logger)
@@ -242,7 +240,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return err
 		}
 		r.cancelUI = cancelUI
-		routes.Mount = ui.Mount
+		statusHandler := status.NewHandler(pool, statusOpts, logger)
+		routes.Mount = func(mux *http.ServeMux) {
+			ui.Mount(mux)
+			statusHandler.Mount(mux, ui.Protect)
+		}
 	}
 
 	srv := &http.Server{

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/workers"
+)
+
+// statusCmd prints, per configured account and folder alias, what an
+// operator asks first: the same report as GET /api/v1/status.
+func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON, as GET /api/v1/status answers")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, resolver, ok := loadConfig(ctx, environ, stderr)
+	if !ok {
+		return 1
+	}
+	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, stderr)
+	if !ok {
+		return 1
+	}
+	defer closeDB()
+	rep, err := status.Read(ctx, pool, workers.StatusOptions(workers.Dependencies{Config: cfg}))
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v (has `mailfathom migrate` run?)\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return 0
+	}
+	if len(rep.Accounts) == 0 {
+		fmt.Fprintln(stdout, "no account is configured (MAILFATHOM_ACCOUNTS_0_ID and the rest)")
+		return 0
+	}
+	if !rep.SyncEnabled {
+		fmt.Fprintln(stdout, "synchronization is disabled (MAILFATHOM_SYNC_ENABLED=false)")
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ACCOUNT/ALIAS\tMODE\tLAST SUCCESS\tNEXT RUN\tSTORED\tOVERSIZED\tWITHHELD\tTOMBSTONED\tCHECKPOINT\tLAST FAILURE")
+	for _, a := range rep.Accounts {
+		next := "none coming"
+		if n := a.NextRun; n != nil {
+			next = n.Why
+			if n.InSeconds > 0 {
+				next += " in " + seconds(n.InSeconds)
+			}
+			if a.ConsecutiveFailures > 0 {
+				next += fmt.Sprintf(" (%d failed)", a.ConsecutiveFailures)
+			}
+		}
+		for _, f := range a.Folders {
+			last := "never"
+			if f.LastSuccessAgeSeconds != nil {
+				last = seconds(*f.LastSuccessAgeSeconds) + " ago"
+			}
+			failure := "-"
+			if f.LastFailure != nil {
+				failure = f.LastFailure.Identity
+			} else if a.LastFailure != nil {
+				failure = a.LastFailure.Identity + " (account)"
+			}
+			fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d/%d\t%s\n", a.ID, f.Alias, f.EffectiveMode, last, next,
+				f.Messages.Stored, f.Messages.Oversized, f.Messages.Withheld, f.Messages.Tombstoned,
+				f.Checkpoint.UIDValidity, f.Checkpoint.LastSeenUID, failure)
+		}
+	}
+	_ = w.Flush()
+	return 0
+}
+
+// seconds renders a number of seconds as a Go duration, whole seconds,
+// without trailing zero units ("1m", "1h30m", "45s").
+func seconds(s float64) string {
+	d := (time.Duration(s) * time.Second).Round(time.Second).String()
+	if strings.HasSuffix(d, "m0s") {
+		d = strings.TrimSuffix(d, "0s")
+	}
+	if strings.HasSuffix(d, "h0m") {
+		d = strings.TrimSuffix(d, "0m")
+	}
+	return d
+}

@@ -1,0 +1,84 @@
+package status
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector publishes the Report as metrics, read from PostgreSQL at
+// scrape time. Labels are the configured account id and folder alias.
+type Collector struct {
+	q    Querier
+	opts Options
+
+	failures, backoff, handled, messages, lastPass, lastSuccess *prometheus.Desc
+}
+
+// NewCollector returns a collector reading q with opts.
+func NewCollector(q Querier, opts Options) *Collector {
+	return &Collector{
+		q: q, opts: opts,
+		failures: prometheus.NewDesc("mailfathom_account_consecutive_failures",
+			"Failed runs in a row, counting the account's folders' failures; the current run's own failure included once it has failed.",
+			[]string{"account"}, nil),
+		backoff: prometheus.NewDesc("mailfathom_account_backoff_seconds",
+			"The shortest wait before the account's next run as its failures stand: the interval when none failed.",
+			[]string{"account"}, nil),
+		handled: prometheus.NewDesc("mailfathom_folder_messages_total",
+			"Messages the forward passes of a folder alias handled, by outcome: stored, oversized, unreadable, excluded_by_date, expunged_before_fetch, content_withheld.",
+			[]string{"account", "alias", "outcome"}, nil),
+		messages: prometheus.NewDesc("mailfathom_folder_stored_messages",
+			"Messages stored of a folder alias now, by state: stored (served with content), oversized, content_withheld, tombstoned (gone from the server, kept, not served).",
+			[]string{"account", "alias", "state"}, nil),
+		lastPass: prometheus.NewDesc("mailfathom_folder_last_pass_age_seconds",
+			"Seconds since a forward pass of the folder alias last ran.",
+			[]string{"account", "alias"}, nil),
+		lastSuccess: prometheus.NewDesc("mailfathom_folder_last_success_age_seconds",
+			"Seconds since a forward pass last walked the folder alias to its end: the figure to alert on.",
+			[]string{"account", "alias"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.failures, c.backoff, c.handled, c.messages, c.lastPass, c.lastSuccess} {
+		ch <- d
+	}
+}
+
+// collectTimeout bounds the queries of one scrape.
+const collectTimeout = 5 * time.Second
+
+// Collect implements prometheus.Collector. A database that does not answer
+// in time yields no run metrics for that scrape, rather than a stalled one.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	r, err := Read(ctx, c.q, c.opts)
+	if err != nil {
+		return
+	}
+	for _, a := range r.Accounts {
+		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.GaugeValue, float64(a.ConsecutiveFailures), a.ID)
+		ch <- prometheus.MustNewConstMetric(c.backoff, prometheus.GaugeValue, a.BackoffSeconds, a.ID)
+		for _, f := range a.Folders {
+			for _, outcome := range Outcomes {
+				ch <- prometheus.MustNewConstMetric(c.handled, prometheus.CounterValue, float64(f.Handled[outcome]), a.ID, f.Alias, outcome)
+			}
+			for state, n := range map[string]int{
+				"stored": f.Messages.Stored, "oversized": f.Messages.Oversized,
+				"content_withheld": f.Messages.Withheld, "tombstoned": f.Messages.Tombstoned,
+			} {
+				ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, float64(n), a.ID, f.Alias, state)
+			}
+			if f.LastPassAgeSeconds != nil {
+				ch <- prometheus.MustNewConstMetric(c.lastPass, prometheus.GaugeValue, *f.LastPassAgeSeconds, a.ID, f.Alias)
+			}
+			if f.LastSuccessAgeSeconds != nil {
+				ch <- prometheus.MustNewConstMetric(c.lastSuccess, prometheus.GaugeValue, *f.LastSuccessAgeSeconds, a.ID, f.Alias)
+			}
+		}
+	}
+}

@@ -1,0 +1,249 @@
+// Package status answers what an operator asks first, per configured
+// account and folder alias: which mode it runs in, when it last
+// synchronized, when it runs next and why then, what is stored, how far it
+// got and what last failed. `mailfathom status`, GET /api/v1/status, the
+// /status page and the run metrics on /metrics all read one Report, so
+// they cannot disagree.
+//
+// Everything is read from PostgreSQL when asked, so every replica answers
+// the same and the process keeps nothing per account. A Report carries no
+// mail: account ids and folder aliases are configuration, the rest counts,
+// times and failure identities.
+package status
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/jobs"
+)
+
+// Querier is what Read runs on: a pool or a connection.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Report is the status of every configured account.
+type Report struct {
+	GeneratedAt time.Time `json:"generated_at"`
+	// SyncEnabled is MAILFATHOM_SYNC_ENABLED.
+	SyncEnabled bool      `json:"sync_enabled"`
+	Accounts    []Account `json:"accounts"`
+}
+
+// Account is one configured account's status.
+type Account struct {
+	ID string `json:"id"`
+	// ConfiguredMode is the account's MODE.
+	ConfiguredMode string `json:"configured_mode"`
+	// ConsecutiveFailures counts the failed runs in a row, the current
+	// run's failure included once it has failed.
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// BackoffSeconds is the shortest wait before the next run as the
+	// failures stand: the interval when none failed.
+	BackoffSeconds float64 `json:"backoff_seconds"`
+	// NextRun is the account's coming or running run; nil when it has
+	// none (synchronization disabled, or about to be repaired).
+	NextRun     *NextRun `json:"next_run,omitempty"`
+	LastFailure *Failure `json:"last_failure,omitempty"`
+	Folders     []Folder `json:"folders"`
+}
+
+// Why a next run is when it is.
+const (
+	WhyRunning  = "running"  // the run is under way
+	WhyDue      = "due"      // due now, waiting for a worker or a slot
+	WhyInterval = "interval" // the interval after a run that did not fail
+	WhyBackoff  = "backoff"  // the backoff failed runs earned
+	WhyRetry    = "retry"    // River retries a run that failed
+)
+
+// NextRun is when an account runs next and why then.
+type NextRun struct {
+	At time.Time `json:"at"`
+	// InSeconds is how far away At is, 0 once due.
+	InSeconds float64 `json:"in_seconds"`
+	// Why is WhyRunning, WhyDue, WhyInterval, WhyBackoff or WhyRetry.
+	Why string `json:"why"`
+}
+
+// Failure is the last failure of an account or folder.
+type Failure struct {
+	Identity string    `json:"identity"`
+	At       time.Time `json:"at"`
+}
+
+// Folder is one configured folder alias's status.
+type Folder struct {
+	Alias string `json:"alias"`
+	// EffectiveMode is how the folder learns of new mail now: Polling.
+	EffectiveMode string `json:"effective_mode"`
+	// Bound reports that the alias has been resolved to a remote folder.
+	Bound bool `json:"bound"`
+	// LastPassAt and LastSuccessAt are when a forward pass last ran and
+	// last walked the folder to its end; the ages are as of GeneratedAt.
+	LastPassAt               *time.Time `json:"last_pass_at,omitempty"`
+	LastPassAgeSeconds       *float64   `json:"last_pass_age_seconds,omitempty"`
+	LastSuccessAt            *time.Time `json:"last_success_at,omitempty"`
+	LastSuccessAgeSeconds    *float64   `json:"last_success_age_seconds,omitempty"`
+	Checkpoint               Checkpoint `json:"checkpoint"`
+	Messages                 Messages   `json:"messages"`
+	// Handled counts what the forward passes did, cumulatively, by outcome.
+	Handled     map[string]int `json:"handled"`
+	LastFailure *Failure       `json:"last_failure,omitempty"`
+}
+
+// Checkpoint is how far the folder's latest binding got.
+type Checkpoint struct {
+	UIDValidity uint32 `json:"uid_validity"`
+	LastSeenUID uint32 `json:"last_seen_uid"`
+}
+
+// Messages counts what is stored of the folder now.
+type Messages struct {
+	Stored     int `json:"stored"`
+	Oversized  int `json:"oversized"`
+	Withheld   int `json:"content_withheld"`
+	Tombstoned int `json:"tombstoned"`
+}
+
+// Options are what Read needs besides the database.
+type Options struct {
+	// Config is the configuration in force. Required.
+	Config *config.Config
+	// Backoff is the shortest wait before an account's next run after
+	// failures failed runs in a row. Required.
+	Backoff func(failures int) time.Duration
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Read builds the report of every configured account.
+func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	cfg := opts.Config
+	r := Report{GeneratedAt: now(), SyncEnabled: cfg.Sync.Enabled, Accounts: []Account{}}
+	states, folderStates, err := mailstore.RunStates(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	contents, err := mailstore.Contents(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	runs, err := jobqueue.PendingRuns(ctx, q, jobs.AccountRun{}.Kind())
+	if err != nil {
+		return r, err
+	}
+	accountStates := map[string]mailstore.AccountState{}
+	for _, st := range states {
+		accountStates[st.AccountKey] = st
+	}
+	type folderKey struct{ account, alias string }
+	folderState := map[folderKey]mailstore.FolderState{}
+	for _, f := range folderStates {
+		folderState[folderKey{f.AccountKey, f.Alias}] = f
+	}
+	content := map[folderKey]mailstore.FolderContents{}
+	for _, c := range contents {
+		content[folderKey{c.AccountKey, c.Alias}] = c
+	}
+
+	for _, a := range cfg.Accounts {
+		key := config.AccountKey(a.ID)
+		st := accountStates[key]
+		failures := st.ConsecutiveFailures
+		if st.RunFailed {
+			failures++
+		}
+		acct := Account{
+			ID: a.ID, ConfiguredMode: string(a.Mode), ConsecutiveFailures: failures,
+			BackoffSeconds: opts.Backoff(failures).Seconds(), Folders: []Folder{},
+		}
+		if st.LastFailureAt != nil {
+			acct.LastFailure = &Failure{Identity: st.LastFailureIdentity, At: *st.LastFailureAt}
+		}
+		if run, ok := runs[key]; ok {
+			acct.NextRun = nextRun(run, failures, r.GeneratedAt)
+		}
+		for _, alias := range aliases(a) {
+			k := folderKey{key, alias}
+			fs, c := folderState[k], content[k]
+			f := Folder{
+				Alias: alias, EffectiveMode: string(config.ModePolling),
+				Bound:      c.AccountKey != "",
+				Checkpoint: Checkpoint{UIDValidity: c.UIDValidity, LastSeenUID: c.LastSeenUID},
+				Messages:   Messages{Stored: c.Stored, Oversized: c.Oversized, Withheld: c.Withheld, Tombstoned: c.Tombstoned},
+				Handled:    handled(fs.Counts),
+			}
+			f.LastPassAt, f.LastPassAgeSeconds = at(fs.LastPassAt, r.GeneratedAt)
+			f.LastSuccessAt, f.LastSuccessAgeSeconds = at(fs.LastSuccessAt, r.GeneratedAt)
+			if fs.LastFailureAt != nil {
+				f.LastFailure = &Failure{Identity: fs.LastFailureIdentity, At: *fs.LastFailureAt}
+			}
+			acct.Folders = append(acct.Folders, f)
+		}
+		r.Accounts = append(r.Accounts, acct)
+	}
+	return r, nil
+}
+
+// aliases returns the account's configured folder aliases, in order: the
+// inbox alias when it configures none.
+func aliases(a config.Account) []string {
+	if len(a.Folders) == 0 {
+		return []string{config.DefaultFolderAlias}
+	}
+	out := make([]string, len(a.Folders))
+	for i, f := range a.Folders {
+		out[i] = f.Alias
+	}
+	return out
+}
+
+// Outcomes are the keys of Folder.Handled, in display order.
+var Outcomes = []string{"stored", "oversized", "unreadable", "excluded_by_date", "expunged_before_fetch", "content_withheld"}
+
+func handled(c mailstore.PassCounts) map[string]int {
+	return map[string]int{
+		"stored": c.Stored, "oversized": c.Oversized, "unreadable": c.Unreadable,
+		"excluded_by_date": c.ExcludedByDate, "expunged_before_fetch": c.ExpungedBeforeFetch,
+		"content_withheld": c.Withheld,
+	}
+}
+
+func at(t *time.Time, now time.Time) (*time.Time, *float64) {
+	if t == nil {
+		return nil, nil
+	}
+	age := now.Sub(*t).Seconds()
+	return t, &age
+}
+
+func nextRun(run jobqueue.PendingRun, failures int, now time.Time) *NextRun {
+	n := &NextRun{At: run.ScheduledAt, InSeconds: max(run.ScheduledAt.Sub(now).Seconds(), 0)}
+	switch {
+	case run.State == "running":
+		n.Why = WhyRunning
+	case !run.ScheduledAt.After(now):
+		n.Why = WhyDue
+	case run.State == "retryable":
+		n.Why = WhyRetry
+	case failures > 0:
+		n.Why = WhyBackoff
+	default:
+		n.Why = WhyInterval
+	}
+	return n
+}
