@@ -90,12 +90,12 @@ type Folder struct {
 	Bound bool `json:"bound"`
 	// LastPassAt and LastSuccessAt are when a forward pass last ran and
 	// last walked the folder to its end; the ages are as of GeneratedAt.
-	LastPassAt               *time.Time `json:"last_pass_at,omitempty"`
-	LastPassAgeSeconds       *float64   `json:"last_pass_age_seconds,omitempty"`
-	LastSuccessAt            *time.Time `json:"last_success_at,omitempty"`
-	LastSuccessAgeSeconds    *float64   `json:"last_success_age_seconds,omitempty"`
-	Checkpoint               Checkpoint `json:"checkpoint"`
-	Messages                 Messages   `json:"messages"`
+	LastPassAt            *time.Time `json:"last_pass_at,omitempty"`
+	LastPassAgeSeconds    *float64   `json:"last_pass_age_seconds,omitempty"`
+	LastSuccessAt         *time.Time `json:"last_success_at,omitempty"`
+	LastSuccessAgeSeconds *float64   `json:"last_success_age_seconds,omitempty"`
+	Checkpoint            Checkpoint `json:"checkpoint"`
+	Messages              Messages   `json:"messages"`
 	// Handled counts what the forward passes did, cumulatively, by outcome.
 	Handled     map[string]int `json:"handled"`
 	LastFailure *Failure       `json:"last_failure,omitempty"`
