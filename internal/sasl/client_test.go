@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -96,4 +97,55 @@ func TestLoginWithAndWithoutInitialResponse(t *testing.T) {
 	err = Authenticate(srv, c)
 	require.Error(t, err)
 	requireNoSecret(t, err, "secret word", "tanstaaf")
+}
+
+// TestAuthenticateMarksTheMechanismsOwnErrors: what the mechanism's client
+// refuses reaches the caller as an *ExchangeError that keeps its cause;
+// the server's answer and a connection's failure do not.
+func TestAuthenticateMarksTheMechanismsOwnErrors(t *testing.T) {
+	v := scramVectors[1]
+	for name, tc := range map[string]struct {
+		srv      *scripted
+		client   Client
+		exchange bool
+		cause    error
+	}{
+		"malformed challenge": {
+			srv: &scripted{challenges: []string{"s=no-nonce"}}, client: v.client(v.nonce),
+			exchange: true, cause: ErrMalformedChallenge,
+		},
+		"refused in Start": {
+			srv: &scripted{}, client: NewXOAuth2Client("a\x01b", []byte("t")),
+			exchange: true, cause: ErrWrongCredential,
+		},
+		"forged server signature": {
+			srv: &scripted{challenges: []string{v.serverFirst, "v=AAAA"}}, client: v.client(v.nonce),
+			exchange: true, cause: ErrServerSignatureMismatch,
+		},
+		"the server's NO": {
+			srv: &scripted{challenges: []string{v.serverFirst}, final: errServerNO}, client: v.client(v.nonce),
+			cause: errServerNO,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := Authenticate(tc.srv, tc.client)
+			require.ErrorIs(t, err, tc.cause)
+			var xe *ExchangeError
+			require.Equal(t, tc.exchange, errors.As(err, &xe), "%v", err)
+		})
+	}
+}
+
+func TestScramServerErrorRefusal(t *testing.T) {
+	for value, refusal := range map[string]bool{
+		"invalid-proof": true, "unknown-user": true, "invalid-username-encoding": true,
+		"no-resources": true, "other-error": true,
+		"invalid-encoding": false, "extensions-not-supported": false,
+		"channel-bindings-dont-match": false, "server-does-support-channel-binding": false,
+		"channel-binding-not-supported": false, "unsupported-channel-binding-type": false,
+	} {
+		require.True(t, scramServerErrors[value], value)
+		require.Equal(t, refusal, (&ScramServerError{Value: value}).Refusal(), value)
+	}
+	require.Len(t, scramServerErrors, 11, "every registered value is classified above")
 }
