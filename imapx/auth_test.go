@@ -241,3 +241,39 @@ func TestAuthenticationRefusalsAgainstDovecot(t *testing.T) {
 		})
 	}
 }
+
+// TestScramSHA512IsPreferredWhenOffered: SCRAM-SHA-512 wins over the
+// weaker mechanisms the allow-list also permits, whatever their order, and
+// a wrong password with it is a rejected credential.
+//
+// Dovecot 2.3 does not offer SCRAM-SHA-512 (its auth process refuses the
+// mechanism name), so a scripted server whose SCRAM side is written apart
+// from internal/sasl, on crypto/pbkdf2, plays it.
+func TestScramSHA512IsPreferredWhenOffered(t *testing.T) {
+	t.Parallel()
+	const user, password = "someone@example.test", "pencil-" + scriptedSecret
+	permitted := []sasl.Mechanism{sasl.Plain, sasl.ScramSHA1, sasl.ScramSHA256, sasl.ScramSHA512}
+
+	t.Run("Authenticates", func(t *testing.T) {
+		t.Parallel()
+		srv := imapscript.Start(t, imapscript.ScramServer(user, password))
+		ep := scriptedEndpoint(srv, permitted...)
+		ep.AllowClearTextOverUnencrypted = true
+		s, err := imapx.OpenReadSession(context.Background(), ep, imapx.SessionOptions{CommandTimeout: 5 * time.Second})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		require.Equal(t, []string{"SCRAM-SHA-512"}, srv.Mechanisms())
+	})
+
+	t.Run("WrongPasswordIsRejected", func(t *testing.T) {
+		t.Parallel()
+		srv := imapscript.Start(t, imapscript.ScramServer(user, "another-password"))
+		ep := scriptedEndpoint(srv, permitted...)
+		ep.AllowClearTextOverUnencrypted = true
+		_, err := imapx.OpenReadSession(context.Background(), ep, imapx.SessionOptions{CommandTimeout: 5 * time.Second})
+		var authErr *imapx.AuthenticationError
+		require.ErrorAs(t, err, &authErr)
+		require.Equal(t, imapx.AuthenticationError{Mechanism: "SCRAM-SHA-512", Code: "AUTHENTICATIONFAILED"}, *authErr)
+		require.Equal(t, []string{"SCRAM-SHA-512"}, srv.Mechanisms(), "no weaker mechanism follows")
+	})
+}

@@ -30,7 +30,7 @@ var strength = []Mechanism{
 // chosen; a permitted and advertised mechanism outside it is passed over as
 // if the server had not offered it.
 var implemented = map[Mechanism]struct{}{
-	ScramSHA256: {}, ScramSHA1: {}, CramMD5: {},
+	ScramSHA512: {}, ScramSHA256: {}, ScramSHA1: {}, CramMD5: {},
 	OAuthBearer: {}, XOAuth2: {},
 	Plain: {}, Login: {},
 }

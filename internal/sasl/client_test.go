@@ -14,7 +14,7 @@ func TestNewClientMechanisms(t *testing.T) {
 		m    Mechanism
 		cred Credentials
 	}{
-		{ScramSHA256, pw}, {ScramSHA1, pw}, {CramMD5, pw},
+		{ScramSHA512, pw}, {ScramSHA256, pw}, {ScramSHA1, pw}, {CramMD5, pw},
 		{Plain, pw}, {Login, pw},
 		{OAuthBearer, tok}, {XOAuth2, tok},
 		{"scram-sha-256", pw},
@@ -42,7 +42,7 @@ func TestNewClientRefusals(t *testing.T) {
 	pw := Credentials{Username: "u", Password: []byte("p")}
 	tok := Credentials{Username: "u", Token: []byte("t")}
 	for _, m := range []Mechanism{
-		DigestMD5, NTLM, ScramSHA512, ScramSHA512Plus,
+		DigestMD5, NTLM, ScramSHA512Plus,
 		ScramSHA256Plus, ScramSHA1Plus, "GSSAPI",
 	} {
 		_, err := NewClient(m, pw)

@@ -13,18 +13,19 @@
 // of it), so go-imap v2's (*imapclient.Client).Authenticate runs it. This
 // package implements:
 //
-//   - SCRAM-SHA-1 and SCRAM-SHA-256 (RFC 5802, RFC 7677), verifying the
-//     server's signature, without channel binding: the -PLUS variants are
-//     never offered and the GS2 header is always "n,,";
+//   - SCRAM-SHA-1, SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677,
+//     draft-melnikov-scram-sha-512), verifying the server's signature,
+//     without channel binding: the -PLUS variants are never offered and the
+//     GS2 header is always "n,,";
 //   - CRAM-MD5 (RFC 2195);
 //   - XOAUTH2 (Google's and Microsoft's bearer-token format).
 //
 // PLAIN (RFC 4616), LOGIN (draft-murchison-sasl-login) and OAUTHBEARER
 // (RFC 7628) are go-sasl's own clients, wrapped where go-sasl's client does
 // not finish the exchange the way an IMAP server expects (see NewClient).
-// DIGEST-MD5, NTLM, SCRAM-SHA-512 and every -PLUS variant are names the
-// allow-list accepts but that this package does not implement, so they are
-// never chosen.
+// DIGEST-MD5, NTLM and every -PLUS variant are names the allow-list
+// accepts but that this package does not implement, so they are never
+// chosen.
 //
 // # Narrowing
 //
