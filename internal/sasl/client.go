@@ -95,8 +95,8 @@ type Credentials struct {
 // NewClient returns the client for mechanism m. The password mechanisms
 // need cred.Password and refuse a token; the token mechanisms need
 // cred.Token and refuse a password. A mechanism this package does not
-// implement (DIGEST-MD5, NTLM, the -PLUS variants) is ErrNotImplemented;
-// Choose never picks one.
+// implement (Unimplemented: DIGEST-MD5, NTLM, the -PLUS variants) is
+// ErrNotImplemented; Choose never picks one.
 //
 // PLAIN (RFC 4616), LOGIN and OAUTHBEARER (RFC 7628) are go-sasl's clients;
 // LOGIN and OAUTHBEARER are wrapped so that they also work without SASL-IR

@@ -41,10 +41,7 @@ func upper(m Mechanism) string {
 func TestNewClientRefusals(t *testing.T) {
 	pw := Credentials{Username: "u", Password: []byte("p")}
 	tok := Credentials{Username: "u", Token: []byte("t")}
-	for _, m := range []Mechanism{
-		DigestMD5, NTLM, ScramSHA512Plus,
-		ScramSHA256Plus, ScramSHA1Plus, "GSSAPI",
-	} {
+	for _, m := range append([]Mechanism{"GSSAPI"}, Unimplemented...) {
 		_, err := NewClient(m, pw)
 		require.ErrorIs(t, err, ErrNotImplemented, m)
 		require.False(t, Implemented(m))
@@ -148,4 +145,24 @@ func TestScramServerErrorRefusal(t *testing.T) {
 		require.Equal(t, refusal, (&ScramServerError{Value: value}).Refusal(), value)
 	}
 	require.Len(t, scramServerErrors, 11, "every registered value is classified above")
+}
+
+// TestEveryAllowedNameIsImplemented: an allow-list can only hold names
+// NewClient can build, and every registered name this package knows is
+// either one of them or listed as unimplemented, never both.
+func TestEveryAllowedNameIsImplemented(t *testing.T) {
+	known := map[Mechanism]bool{}
+	for _, m := range Mechanisms {
+		require.True(t, Implemented(m), m)
+		known[m] = true
+	}
+	for _, m := range Unimplemented {
+		require.False(t, Implemented(m), m)
+		require.False(t, known[m], m)
+		known[m] = true
+	}
+	require.Len(t, known, len(strength), "every ranked mechanism is in one list")
+	for _, m := range strength {
+		require.True(t, known[m], m)
+	}
 }
