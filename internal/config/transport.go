@@ -15,8 +15,10 @@ type CertificateTrust string
 const (
 	// SystemTrustStore trusts the system's authorities only.
 	SystemTrustStore CertificateTrust = "SystemTrustStore"
-	// AdditionalTrustedAuthority also trusts the deployment-provisioned
-	// authority named by TRUSTED_CERTIFICATE_AUTHORITY.
+	// AdditionalTrustedAuthority trusts the system's authorities and, in
+	// addition, the deployment-provisioned authority named by
+	// TRUSTED_CERTIFICATE_AUTHORITY: a certificate the platform cannot
+	// chain to a root is re-examined with that authority as its only root.
 	AdditionalTrustedAuthority CertificateTrust = "AdditionalTrustedAuthority"
 )
 
