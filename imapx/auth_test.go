@@ -83,6 +83,7 @@ func TestAuthenticationRefusalsTheClientRaisesAreTerminal(t *testing.T) {
 		name      string
 		script    imapscript.Script
 		token     sasl.Mechanism                // a token account with this mechanism
+		tokenText string                        // its token, a fixed one when empty
 		rejected  string                        // the *AuthenticationError's Code, or
 		exchange  func(t *testing.T, err error) // checks the *AuthenticationExchangeError's cause
 		transient bool
@@ -132,6 +133,10 @@ func TestAuthenticationRefusalsTheClientRaisesAreTerminal(t *testing.T) {
 		},
 		{name: "XOAUTH2 refusal, then the connection drops", script: imapscript.BearerRefusalThenDrop(), token: sasl.XOAuth2, rejected: ""},
 		{name: "OAUTHBEARER refusal, then the connection drops", script: imapscript.BearerRefusalThenDrop(), token: sasl.OAuthBearer, rejected: ""},
+		{
+			name: "token the mechanism cannot carry", script: imapscript.BearerRefusalThenDrop(), token: sasl.XOAuth2, tokenText: "tok\x01en-" + scriptedSecret,
+			exchange: func(t *testing.T, err error) { require.ErrorIs(t, err, sasl.ErrWrongCredential) },
+		},
 		{name: "connection dropped during AUTHENTICATE", script: imapscript.DropDuringAuthenticate(), transient: true},
 	}
 	for _, tt := range tests {
@@ -143,7 +148,11 @@ func TestAuthenticationRefusalsTheClientRaisesAreTerminal(t *testing.T) {
 			if tt.token != "" {
 				ep.PermittedMechanisms = []sasl.Mechanism{tt.token}
 				ep.Password = nil
-				ep.Token = func(context.Context) ([]byte, error) { return []byte("token-" + scriptedSecret), nil }
+				token := "token-" + scriptedSecret
+				if tt.tokenText != "" {
+					token = tt.tokenText
+				}
+				ep.Token = func(context.Context) ([]byte, error) { return []byte(token), nil }
 				ep.TokenRefused = func() { refused++ }
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -166,7 +175,11 @@ func TestAuthenticationRefusalsTheClientRaisesAreTerminal(t *testing.T) {
 			if tt.exchange != nil {
 				var exchErr *imapx.AuthenticationExchangeError
 				require.ErrorAs(t, err, &exchErr, "%v", err)
-				require.Equal(t, "SCRAM-SHA-256", exchErr.Mechanism)
+				if tt.token != "" {
+					require.Equal(t, string(tt.token), exchErr.Mechanism)
+				} else {
+					require.Equal(t, "SCRAM-SHA-256", exchErr.Mechanism)
+				}
 				tt.exchange(t, err)
 				require.Equal(t, imapx.AuthenticationExchangeIdentity, identity)
 				require.Equal(t, "MailAuthenticationExchangeRefused", identity)
