@@ -2,6 +2,7 @@ package imapx
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 
@@ -92,13 +93,13 @@ func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encryp
 	case choice.Mechanism == sasl.Plain:
 		mechanism = "PLAIN"
 		pc := &plainClient{username: ep.Username, password: password}
-		err = c.Authenticate(pc)
+		err = sasl.Authenticate(c, pc)
 		pc.wipe()
 	default:
 		mechanism = string(choice.Mechanism)
 		client, cerr := sasl.NewClient(choice.Mechanism, sasl.Credentials{Username: ep.Username, Password: password})
 		if cerr != nil {
-			return cerr
+			return &AuthenticationExchangeError{Mechanism: mechanism, Err: cerr}
 		}
 		err = sasl.Authenticate(c, client)
 	}
@@ -121,7 +122,7 @@ func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoin
 	// server as configured; XOAUTH2 has none.
 	client, err := sasl.NewClient(mechanism, sasl.Credentials{Username: ep.Username, Token: token, Host: ep.Host, Port: ep.Port})
 	if err != nil {
-		return err
+		return &AuthenticationExchangeError{Mechanism: string(mechanism), Err: err}
 	}
 	err = authenticationOutcome(string(mechanism), sasl.Authenticate(c, client))
 	var authErr *AuthenticationError
@@ -132,22 +133,57 @@ func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoin
 }
 
 // authenticationOutcome turns what authenticating with mechanism returned
-// into this package's errors.
+// into this package's errors. Only a connection that failed with nothing
+// from the mechanism is a transient *TransportError; everything the
+// mechanism or the server decided is terminal:
+//
+//   - the server refused the credential — a NO, a bearer token's error
+//     challenge (even when the server then drops the connection instead of
+//     answering NO), a SCRAM server-final error that refuses the proof or
+//     the user — or did not prove it knows the password: an
+//     *AuthenticationError;
+//   - the client broke the exchange off — a challenge that breaks the
+//     mechanism's grammar or is not base64, an iteration count out of
+//     range, a SCRAM protocol error, a credential the mechanism cannot
+//     carry: an *AuthenticationExchangeError;
+//   - a BAD: a *CommandError.
 func authenticationOutcome(mechanism string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var imapErr *imap.Error
-	if errors.As(err, &imapErr) {
+	var (
+		imapErr  *imap.Error
+		bearer   *sasl.BearerTokenError
+		scramErr *sasl.ScramServerError
+		exchange *sasl.ExchangeError
+		corrupt  base64.CorruptInputError
+	)
+	switch {
+	case errors.As(err, &bearer):
+		// The refusal is the error challenge; what the server does after
+		// it does not make the token any better.
+		code := ""
+		if errors.As(err, &imapErr) {
+			code = string(imapErr.Code)
+		}
+		return &AuthenticationError{Mechanism: mechanism, Code: code}
+	case errors.As(err, &imapErr):
 		if imapErr.Type == imap.StatusResponseTypeNo {
 			return &AuthenticationError{Mechanism: mechanism, Code: string(imapErr.Code)}
 		}
 		return &CommandError{Command: authCommand(mechanism), Status: string(imapErr.Type), Code: string(imapErr.Code)}
-	}
-	if errors.Is(err, sasl.ErrServerNotVerified) || errors.Is(err, sasl.ErrServerSignatureMismatch) {
+	case errors.Is(err, sasl.ErrServerNotVerified), errors.Is(err, sasl.ErrServerSignatureMismatch):
 		// The server did not prove it knows the password: never use the
 		// session, never retry into a weaker mechanism.
 		return &AuthenticationError{Mechanism: mechanism, Code: "ServerNotVerified"}
+	case errors.As(err, &scramErr) && scramErr.Refusal():
+		// Value is one of RFC 5802's registered names, never server text.
+		return &AuthenticationError{Mechanism: mechanism, Code: scramErr.Value}
+	case errors.As(err, &exchange), errors.As(err, &corrupt):
+		// go-imap decodes each challenge from base64 before the mechanism
+		// sees it; a challenge that is not base64 is as malformed as one
+		// the mechanism refuses.
+		return &AuthenticationExchangeError{Mechanism: mechanism, Err: err}
 	}
 	return &TransportError{Op: authCommand(mechanism), Err: err}
 }

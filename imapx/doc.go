@@ -62,6 +62,10 @@
 //     re-examines the open folder, read-only.
 //   - terminal: *AuthenticationError (the credential, a password or a
 //     bearer token, was rejected: repeating it is how accounts get locked),
+//     *AuthenticationExchangeError (the client broke the SASL exchange off:
+//     a malformed challenge, a SCRAM iteration count out of range, a
+//     credential the mechanism cannot carry; the same server and
+//     credential produce it again),
 //     *TokenError (a token account's access token could not be obtained;
 //     its source has its own retry budget), *CommandError (the server
 //     answered NO or BAD), *TLSError (certificate or handshake refused),

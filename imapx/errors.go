@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 	"github.com/mailfathom/mailfathom/internal/failure"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
 // Error texts name the command, the status and the response code only: a
@@ -68,13 +70,19 @@ var ErrIncompleteAnswer = failure.New("MailboxAnswerIncomplete", "imapx: the ser
 var ErrMalformedResponse = wire.ErrMalformedResponse
 
 // AuthenticationError reports that the server rejected the credential, a
-// password or a bearer token. It is terminal: repeating a rejected
-// credential is how an account gets locked.
+// password or a bearer token: it answered NO, refused a bearer token with
+// its error challenge (whether it then answered NO or dropped the
+// connection), ended a SCRAM exchange with an error refusing the proof or
+// the user, or could not prove it knows the password (SCRAM). It is
+// terminal: repeating a rejected credential is how an account gets locked.
 type AuthenticationError struct {
 	// Mechanism is the SASL mechanism of AUTHENTICATE, such as "PLAIN",
 	// "SCRAM-SHA-256" or "OAUTHBEARER", or "LOGIN" for the LOGIN command.
 	Mechanism string
-	// Code is the response code, e.g. "AUTHENTICATIONFAILED"; may be empty.
+	// Code is the response code, e.g. "AUTHENTICATIONFAILED"; a SCRAM
+	// server error value such as "invalid-proof" or "unknown-user";
+	// "ServerNotVerified" when the server did not prove it knows the
+	// password; may be empty.
 	Code string
 }
 
@@ -88,6 +96,74 @@ func (e *AuthenticationError) Error() string {
 
 // Identity implements failure.Named.
 func (e *AuthenticationError) Identity() string { return "MailAuthenticationRejected" }
+
+// AuthenticationExchangeIdentity is the identity of an
+// *AuthenticationExchangeError.
+const AuthenticationExchangeIdentity = "MailAuthenticationExchangeRefused"
+
+// AuthenticationExchangeError reports an authentication the client itself
+// broke off because the SASL exchange cannot succeed, whoever tries it
+// again:
+//
+//   - the server's challenge breaks the mechanism's grammar or is not
+//     base64 (sasl.ErrMalformedChallenge), or asks for an unexpected step;
+//   - a SCRAM server demands an iteration count outside the accepted range
+//     (*sasl.IterationCountError), or ends the exchange with an error about
+//     the protocol rather than the credential (a channel-binding, encoding
+//     or extension complaint, *sasl.ScramServerError);
+//   - the credential cannot be expressed in the mechanism: a password or
+//     user name SASLprep refuses (sasl.ErrPasswordNotPreparable,
+//     sasl.ErrUsernameNotPreparable), or a credential of the wrong kind
+//     (sasl.ErrWrongCredential).
+//
+// It is terminal, like a rejected credential: the same server and the same
+// credential produce it again, and each repetition is one more
+// authentication attempt against the account. The connection was closed.
+// Err is the internal/sasl error and stays reachable with errors.Is and
+// errors.As; the text is this package's own fixed reason.
+type AuthenticationExchangeError struct {
+	// Mechanism is the SASL mechanism of AUTHENTICATE, e.g. "SCRAM-SHA-256".
+	Mechanism string
+	Err       error
+}
+
+func (e *AuthenticationExchangeError) Error() string {
+	return "imapx: authentication exchange refused (" + e.Mechanism + "): " + e.reason()
+}
+
+// reason names what went wrong in a fixed sentence: sasl's texts hold no
+// secret either, but errors of other libraries that can reach here are not
+// known to be as careful.
+func (e *AuthenticationExchangeError) reason() string {
+	var (
+		iter    *sasl.IterationCountError
+		scram   *sasl.ScramServerError
+		corrupt base64.CorruptInputError
+	)
+	switch {
+	case errors.Is(e.Err, sasl.ErrMalformedChallenge), errors.As(e.Err, &corrupt):
+		return "the server's challenge does not follow the mechanism"
+	case errors.As(e.Err, &iter):
+		return "the server's SCRAM iteration count is outside the accepted range"
+	case errors.As(e.Err, &scram):
+		// Value is one of RFC 5802's registered names.
+		return "the server reported the SCRAM error " + scram.Value
+	case errors.Is(e.Err, sasl.ErrPasswordNotPreparable):
+		return "the password is not valid under SASLprep (RFC 4013)"
+	case errors.Is(e.Err, sasl.ErrUsernameNotPreparable):
+		return "the user name is not valid under SASLprep (RFC 4013)"
+	case errors.Is(e.Err, sasl.ErrWrongCredential):
+		return "the credential does not fit the mechanism"
+	case errors.Is(e.Err, sasl.ErrNotImplemented):
+		return "the mechanism is not implemented"
+	}
+	return "the mechanism ended the exchange"
+}
+
+func (e *AuthenticationExchangeError) Unwrap() error { return e.Err }
+
+// Identity implements failure.Named.
+func (e *AuthenticationExchangeError) Identity() string { return AuthenticationExchangeIdentity }
 
 // TokenError reports that a token account's access token could not be
 // obtained (Endpoint.Token failed), so nothing was sent to the mail server.
@@ -223,7 +299,8 @@ var errInsecureSkipVerify = errors.New("imapx: TLS: a configuration that skips c
 // session's own CommandTimeout, or a response stream the client could not
 // parse (a desynchronized conversation).
 //
-// It is false for terminal failures (*AuthenticationError, *CommandError,
+// It is false for terminal failures (*AuthenticationError,
+// *AuthenticationExchangeError, *CommandError,
 // *TLSError, *TokenError, ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
 // ErrFolderListTooLarge, ErrMailboxFolderRecreated, ErrIncompleteAnswer), for
 // anything it does not recognize, and for the caller's own context
@@ -236,6 +313,7 @@ func IsTransient(err error) bool {
 	}
 	var (
 		authErr *AuthenticationError
+		exchErr *AuthenticationExchangeError
 		cmdErr  *CommandError
 		tlsErr  *TLSError
 		tokErr  *TokenError
@@ -244,7 +322,7 @@ func IsTransient(err error) bool {
 		ne      net.Error
 	)
 	switch {
-	case errors.As(err, &authErr), errors.As(err, &cmdErr), errors.As(err, &tlsErr), errors.As(err, &tokErr), errors.As(err, &imapErr):
+	case errors.As(err, &authErr), errors.As(err, &exchErr), errors.As(err, &cmdErr), errors.As(err, &tlsErr), errors.As(err, &tokErr), errors.As(err, &imapErr):
 		return false
 	case errors.Is(err, ErrMailboxFolderRecreated), errors.Is(err, ErrFolderListTooLarge),
 		errors.Is(err, ErrStartTLSUnavailable), errors.Is(err, ErrLoginDisabled),

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx/internal/wire"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 )
 
 // fakeServer is a scripted IMAP server on the far end of a net.Pipe, for
@@ -235,6 +236,7 @@ func TestIsTransient(t *testing.T) {
 		{net.ErrClosed, true},
 		{&net.OpError{Op: "read", Err: errors.New("connection reset")}, true},
 		{&AuthenticationError{Mechanism: "PLAIN"}, false},
+		{&AuthenticationExchangeError{Mechanism: "SCRAM-SHA-256", Err: sasl.ErrMalformedChallenge}, false},
 		{&CommandError{Command: "EXAMINE", Status: "NO"}, false},
 		{&TLSError{Err: errors.New("x")}, false},
 		{ErrStartTLSUnavailable, false},

@@ -1,6 +1,11 @@
 package imapx
 
-import "github.com/mailfathom/mailfathom/internal/failure"
+import (
+	"strings"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
+	"github.com/mailfathom/mailfathom/internal/sasl"
+)
 
 // PolicyViolationError reports an endpoint whose transport security policy
 // breaks a rule configuration already enforces at startup. The adapter is
@@ -37,16 +42,29 @@ const (
 	// AllowClearTextOverUnencrypted opt-in
 	// (ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION).
 	RuleClearTextAuthenticationRequiresExplicitOptIn = "ClearTextAuthenticationRequiresExplicitOptIn"
+	// RuleAuthenticationMechanismNotSupported: an allow-list naming a
+	// mechanism internal/sasl does not implement (sasl.Unimplemented:
+	// DIGEST-MD5, NTLM, every -PLUS variant). It is refused rather than
+	// skipped, because skipping it would let the allow-list quietly mean
+	// the weaker mechanisms it also names.
+	RuleAuthenticationMechanismNotSupported = "AuthenticationMechanismNotSupported"
 )
 
 // checkPolicy applies the transport-security rules that concern a
 // connection (RFC 8314 §4 prefers implicit TLS; everything weaker is an
-// explicit opt-in): a mode that can complete unencrypted needs
+// explicit opt-in): every permitted mechanism must be one internal/sasl
+// implements, a mode that can complete unencrypted needs
 // AllowInsecureConnection, and permitting PLAIN or LOGIN on such a mode
 // also needs AllowClearTextOverUnencrypted. It deliberately does not judge
 // trust anchors, which are loaded before an endpoint exists; a TLS
 // configuration that skips verification is refused where TLS is set up.
 func (ep Endpoint) checkPolicy() error {
+	for _, m := range ep.PermittedMechanisms {
+		if !sasl.Implemented(m) {
+			return &PolicyViolationError{Rule: RuleAuthenticationMechanismNotSupported,
+				Reason: "the allow-list names a mechanism this client does not implement; supported are " + supportedMechanisms()}
+		}
+	}
 	security := ep.Security
 	if security == "" {
 		security = TLSOnConnect
@@ -74,4 +92,13 @@ func (ep Endpoint) checkPolicy() error {
 		}
 	}
 	return nil
+}
+
+// supportedMechanisms lists sasl.Mechanisms for a refusal's text.
+func supportedMechanisms() string {
+	names := make([]string, len(sasl.Mechanisms))
+	for i, m := range sasl.Mechanisms {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
 }

@@ -35,6 +35,13 @@ func TestPolicyEnforcedAtConnect(t *testing.T) {
 			ep.Security, ep.AllowClearTextOverUnencrypted, ep.PermittedMechanisms = imapx.None, false, nil
 		}, imapx.RuleClearTextAuthenticationRequiresExplicitOptIn},
 		{"UnknownMode", func(ep *imapx.Endpoint) { ep.Security = "Opportunistic" }, imapx.RuleConnectionSecurityUnknown},
+		// Skipped rather than refused, the -PLUS name would leave PLAIN.
+		{"UnimplementedMechanismBesidePlain", func(ep *imapx.Endpoint) {
+			ep.PermittedMechanisms = []sasl.Mechanism{sasl.ScramSHA256Plus, sasl.Plain}
+		}, imapx.RuleAuthenticationMechanismNotSupported},
+		{"UnimplementedMechanismOnTLS", func(ep *imapx.Endpoint) {
+			ep.Security, ep.PermittedMechanisms = imapx.TLSOnConnect, []sasl.Mechanism{sasl.NTLM, sasl.ScramSHA256}
+		}, imapx.RuleAuthenticationMechanismNotSupported},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

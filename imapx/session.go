@@ -70,8 +70,10 @@ type FolderState struct {
 // OpenReadSession connects to ep, protects the connection as ep.Security
 // says, and authenticates. The returned session has no folder open.
 //
-// Failures: a rejected credential is an *AuthenticationError, a refused
-// certificate or handshake a *TLSError, a missing STARTTLS
+// Failures: a rejected credential is an *AuthenticationError, an
+// authentication exchange the client broke off an
+// *AuthenticationExchangeError, a refused certificate or handshake a
+// *TLSError, a missing STARTTLS
 // ErrStartTLSUnavailable, a STARTTLS the server advertised but refused a
 // *CommandError, no usable login ErrLoginDisabled (all terminal); a network
 // failure, a BYE greeting or a timeout is a transient *TransportError.

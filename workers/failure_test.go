@@ -16,6 +16,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/workers"
 )
 
@@ -37,6 +38,8 @@ func TestClassifyFailure(t *testing.T) {
 		{"mailbox unavailable", &mailsession.MailboxUnavailableError{Account: "a", Operation: "inbox", Err: &imapx.TransportError{Op: "UID FETCH", Err: io.EOF}}, workers.Retry, "MailboxUnavailable"},
 		{"pipeline rejection", fmt.Errorf("wrapped: %w", unavailable), workers.Retry, "DependencyUnavailable"},
 		{"rejected credential", &imapx.AuthenticationError{Mechanism: "PLAIN"}, workers.Cancel, "MailAuthenticationRejected"},
+		{"credential refused inside the exchange", &imapx.AuthenticationError{Mechanism: "SCRAM-SHA-256", Code: "invalid-proof"}, workers.Cancel, "MailAuthenticationRejected"},
+		{"exchange the client broke off", &imapx.AuthenticationExchangeError{Mechanism: "SCRAM-SHA-256", Err: &sasl.IterationCountError{Count: 1, Min: 4096, Max: 1_000_000}}, workers.Cancel, "MailAuthenticationExchangeRefused"},
 		{"refused certificate", &imapx.TLSError{Err: errors.New("x509")}, workers.Cancel, "MailboxTlsRefused"},
 		{"refused command", &imapx.CommandError{Command: "EXAMINE", Status: "NO"}, workers.Cancel, "MailboxCommandRefused"},
 		{"policy violation", &imapx.PolicyViolationError{Rule: "UnencryptedConnectionRequiresExplicitOptIn"}, workers.Cancel, "UnencryptedConnectionRequiresExplicitOptIn"},

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
 
 	"github.com/mailfathom/mailfathom/riverui"
 )
@@ -59,6 +60,63 @@ func TestFailuresReachRiverClassified(t *testing.T) {
 			require.NotContains(t, b.logs.String(), secret)
 			require.NotContains(t, b.jobText(t), secret)
 		}
+	})
+
+	// A password SASLprep refuses ends the SCRAM exchange on the client's
+	// side: like a wrong password, it is tried once per run and cancels the
+	// run with its own identity.
+	t.Run("PasswordTheMechanismCannotCarryIsTriedOncePerRunAndCancelled", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t, dovecot.WithAuthMechanisms("plain", "scram-sha-256"))
+		b.env["MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS"] = "SCRAM-SHA-256"
+		pwFile := strings.TrimPrefix(b.env["MAILFATHOM_ACCOUNTS_0_PASSWORD"], "file:")
+		require.NoError(t, os.WriteFile(pwFile, []byte("bell\u0007"+b.user.Password()), 0o600))
+		b.start(t)
+		b.waitIdle(t)
+
+		attempts := func() int { return strings.Count(b.server.Log(), "client didn't finish SASL auth") }
+		require.Equal(t, 1, attempts(), "one authentication in the run")
+		runs := b.jobs(t, "account_run")
+		require.Len(t, runs, 2, "the failed run and the next one")
+		require.Equal(t, "cancelled", runs[0].state)
+		require.Equal(t, 1, runs[0].attempt, "River did not repeat the run")
+		require.Equal(t, "scheduled", runs[1].state, "the account keeps being tried")
+		job := b.riverUI(t).job(t, runs[0].id)
+		require.Contains(t, job.Errors[len(job.Errors)-1].Error, "[MailAuthenticationExchangeRefused]")
+
+		b.runAgain(t)
+		require.Equal(t, 2, attempts(), "one authentication per run")
+		require.NotContains(t, b.logs.String(), b.user.Password())
+		require.NotContains(t, b.jobText(t), b.user.Password())
+	})
+
+	// Dovecot answers a wrong SCRAM proof with a plain NO, the path of
+	// WrongPasswordIsTriedOncePerRunAndCancelled; a server that refuses the
+	// proof inside the exchange (e=invalid-proof) can only be scripted.
+	t.Run("ScramRefusalInsideTheExchangeIsTriedOncePerRunAndCancelled", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		srv := imapscript.Start(t, imapscript.ScramServerFinal("e=invalid-proof"))
+		b.env["MAILFATHOM_ACCOUNTS_0_HOST"] = srv.Host()
+		b.env["MAILFATHOM_ACCOUNTS_0_PORT"] = srv.PortText()
+		b.env["MAILFATHOM_ACCOUNTS_0_CONNECTION_SECURITY"] = "None"
+		b.env["MAILFATHOM_ACCOUNTS_0_ALLOW_INSECURE_CONNECTION"] = "true"
+		b.env["MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS"] = "SCRAM-SHA-256"
+		delete(b.env, "MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST")
+		delete(b.env, "MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY")
+		b.start(t)
+		b.waitIdle(t)
+
+		require.Equal(t, 1, srv.Connections(), "one authentication in the run")
+		runs := b.jobs(t, "account_run")
+		require.Len(t, runs, 2, "the failed run and the next one")
+		require.Equal(t, "cancelled", runs[0].state)
+		require.Equal(t, 1, runs[0].attempt, "River did not repeat the run")
+		job := b.riverUI(t).job(t, runs[0].id)
+		require.Contains(t, job.Errors[len(job.Errors)-1].Error, "[MailAuthenticationRejected]")
+
+		b.runAgain(t)
+		require.Equal(t, 2, srv.Connections(), "one authentication per run")
 	})
 
 	t.Run("UnreachableServerOpensItsCircuitWhileAnotherAccountSyncs", func(t *testing.T) {

@@ -243,9 +243,9 @@ func TestLoadValidEnvironments(t *testing.T) {
 		{"opportunistic mode with opt-in and challenge-response only", map[string]string{
 			"MAILFATHOM_ACCOUNTS_0_CONNECTION_SECURITY":                 "StartTlsWhenAvailable",
 			"MAILFATHOM_ACCOUNTS_0_ALLOW_INSECURE_CONNECTION":           "true",
-			"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-256-PLUS,cram-md5",
+			"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-512,cram-md5",
 		}, func(t *testing.T, cfg *Config) {
-			require.Equal(t, []sasl.Mechanism{sasl.ScramSHA256Plus, sasl.CramMD5}, cfg.Accounts[0].TransportSecurity.PermittedAuthenticationMechanisms)
+			require.Equal(t, []sasl.Mechanism{sasl.ScramSHA512, sasl.CramMD5}, cfg.Accounts[0].TransportSecurity.PermittedAuthenticationMechanisms)
 		}},
 		{"earliest date equal to today's UTC date", map[string]string{
 			"MAILFATHOM_ACCOUNTS_0_EARLIEST_EMAIL_RECEIVED_DATE": "2026-03-16",

@@ -76,6 +76,7 @@ func TestReferenceDocumentsRuleIdentities(t *testing.T) {
 	for _, rule := range []string{
 		imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
 		imapx.RuleClearTextAuthenticationRequiresExplicitOptIn,
+		imapx.RuleAuthenticationMechanismNotSupported,
 		RuleTrustAnchorNotExpected,
 		RuleTrustAnchorRequired,
 		RuleTrustAnchorPasswordWithoutTrustAnchor,

@@ -15,8 +15,10 @@ type CertificateTrust string
 const (
 	// SystemTrustStore trusts the system's authorities only.
 	SystemTrustStore CertificateTrust = "SystemTrustStore"
-	// AdditionalTrustedAuthority also trusts the deployment-provisioned
-	// authority named by TRUSTED_CERTIFICATE_AUTHORITY.
+	// AdditionalTrustedAuthority trusts the system's authorities and, in
+	// addition, the deployment-provisioned authority named by
+	// TRUSTED_CERTIFICATE_AUTHORITY: a certificate the platform cannot
+	// chain to a root is re-examined with that authority as its only root.
 	AdditionalTrustedAuthority CertificateTrust = "AdditionalTrustedAuthority"
 )
 
@@ -186,9 +188,14 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 	return t, ok, mechanismsOK
 }
 
-// convertMechanisms parses the comma-separated allow-list. An unsupported
-// name is a parse failure, reported without a rule identity. ok reports
-// whether every item parsed.
+// convertMechanisms parses the comma-separated allow-list. A registered
+// mechanism MailFathom does not implement (sasl.Unimplemented: DIGEST-MD5,
+// NTLM, every -PLUS variant) breaks the rule
+// AuthenticationMechanismNotSupported: it is refused here rather than
+// skipped where a connection authenticates, where "SCRAM-SHA-256-PLUS,PLAIN"
+// would quietly mean PLAIN. Any other unknown name is a parse failure,
+// reported without a rule identity. ok reports whether every item parsed
+// and is supported.
 func convertMechanisms(c *converter, variable, raw string) (out []sasl.Mechanism, ok bool) {
 	ok = true
 	seen := map[sasl.Mechanism]bool{}
@@ -199,9 +206,15 @@ func convertMechanisms(c *converter, variable, raw string) (out []sasl.Mechanism
 			ok = false
 			continue
 		}
-		m, found := lookupMechanism(item)
+		m, found := lookupMechanism(sasl.Mechanisms, item)
 		if !found {
-			c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(sasl.Mechanisms))
+			if _, known := lookupMechanism(sasl.Unimplemented, item); known {
+				c.addRule(variable, imapx.RuleAuthenticationMechanismNotSupported,
+					"item %d%s names a mechanism MailFathom does not implement, which is refused rather than skipped so the allow-list never quietly means a weaker mechanism; supported names are %s",
+					n+1, quoteToken(item), joinNames(sasl.Mechanisms))
+			} else {
+				c.add(variable, "item %d%s is not a supported mechanism; supported names are %s", n+1, quoteToken(item), joinNames(sasl.Mechanisms))
+			}
 			ok = false
 			continue
 		}
@@ -213,8 +226,8 @@ func convertMechanisms(c *converter, variable, raw string) (out []sasl.Mechanism
 	return out, ok
 }
 
-func lookupMechanism(name string) (sasl.Mechanism, bool) {
-	for _, m := range sasl.Mechanisms {
+func lookupMechanism(names []sasl.Mechanism, name string) (sasl.Mechanism, bool) {
+	for _, m := range names {
 		if strings.EqualFold(string(m), name) {
 			return m, true
 		}

@@ -94,7 +94,17 @@ func TestLoadRejects(t *testing.T) {
 		{"sslmode", map[string]string{"MAILFATHOM_DATABASE_URL": unset, "MAILFATHOM_DATABASE_HOST": "db", "MAILFATHOM_DATABASE_SSLMODE": "on"}, "MAILFATHOM_DATABASE_SSLMODE", "must be one of disable, allow, prefer, require, verify-ca, verify-full", ""},
 		{"text search configuration case", map[string]string{"MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION": "English"}, "MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION", "simple, arabic, armenian, basque", ""},
 		{"text search configuration unknown", map[string]string{"MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION": "klingon"}, "MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION", "turkish, yiddish", ""},
-		{"unsupported mechanism", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "PLAIN,SCRAM-SHA-3"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS", "item 2 ('SCRAM-SHA-3') is not a supported mechanism; supported names are PLAIN, LOGIN, CRAM-MD5", ""},
+		{"unsupported mechanism", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "PLAIN,SCRAM-SHA-3"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS",
+			"item 2 ('SCRAM-SHA-3') is not a supported mechanism; supported names are PLAIN, LOGIN, CRAM-MD5, SCRAM-SHA-1, SCRAM-SHA-256, SCRAM-SHA-512, XOAUTH2, OAUTHBEARER", ""},
+		// A registered mechanism MailFathom does not implement is refused,
+		// never skipped: skipped, "SCRAM-SHA-256-PLUS,PLAIN" would mean PLAIN.
+		{"channel-bound SCRAM beside PLAIN", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-256-PLUS,PLAIN"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS",
+			"item 1 ('SCRAM-SHA-256-PLUS') names a mechanism MailFathom does not implement, which is refused rather than skipped so the allow-list never quietly means a weaker mechanism; supported names are PLAIN, LOGIN, CRAM-MD5, SCRAM-SHA-1, SCRAM-SHA-256, SCRAM-SHA-512, XOAUTH2, OAUTHBEARER [AuthenticationMechanismNotSupported]",
+			imapx.RuleAuthenticationMechanismNotSupported},
+		{"SCRAM-SHA-1-PLUS", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "scram-sha-1-plus"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS", "[AuthenticationMechanismNotSupported]", imapx.RuleAuthenticationMechanismNotSupported},
+		{"SCRAM-SHA-512-PLUS", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-512-PLUS,SCRAM-SHA-512"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS", "[AuthenticationMechanismNotSupported]", imapx.RuleAuthenticationMechanismNotSupported},
+		{"DIGEST-MD5", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "DIGEST-MD5,LOGIN"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS", "item 1 ('DIGEST-MD5') names a mechanism MailFathom does not implement", imapx.RuleAuthenticationMechanismNotSupported},
+		{"NTLM", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "PLAIN,ntlm"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS", "item 2 ('ntlm') names a mechanism MailFathom does not implement", imapx.RuleAuthenticationMechanismNotSupported},
 		{"empty mechanism item", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "PLAIN,,LOGIN"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS", "item 2 is empty", ""},
 		{"mechanism list holding a secret", map[string]string{a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "PLAIN,SENTINEL pass"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS", "item 2 is not a supported mechanism", ""},
 

@@ -104,10 +104,16 @@ type serveProc struct {
 	err    error // cmd.Wait's, once exited is closed
 }
 
+// platformVariables are the variables besides MAILFATHOM_ ones a test may
+// pass to a serve process: where the platform's trust store is read from,
+// so a test can make a test authority one the platform trusts.
+var platformVariables = []string{"SSL_CERT_FILE", "SSL_CERT_DIR"}
+
 // startServe starts `mailfathom serve` with exactly env (MAILFATHOM_
-// variables only) plus PATH and HOME, its stdout and stderr (the JSON log)
-// in logDir/<name>.log, and waits until it serves. The process is killed
-// when t ends if it still runs; when t failed, the log's tail is printed.
+// variables and platformVariables only) plus PATH and HOME, its stdout and
+// stderr (the JSON log) in logDir/<name>.log, and waits until it serves.
+// The process is killed when t ends if it still runs; when t failed, the
+// log's tail is printed.
 func startServe(t testing.TB, name, logDir string, env map[string]string) *serveProc {
 	t.Helper()
 	return startServeWith(t, name, logDir, env, true)
@@ -118,7 +124,8 @@ func startServeWith(t testing.TB, name, logDir string, env map[string]string, wa
 	bin := binary(t)
 	environ := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		require.True(t, strings.HasPrefix(k, "MAILFATHOM_"), "only MAILFATHOM_ variables are passed: %s", k)
+		require.True(t, strings.HasPrefix(k, "MAILFATHOM_") || slices.Contains(platformVariables, k),
+			"only MAILFATHOM_ variables and the platform's trust-store locations are passed: %s", k)
 		environ = append(environ, k+"="+env[k])
 	}
 	logPath := filepath.Join(logDir, name+".log")
@@ -301,13 +308,13 @@ type testBundle struct {
 	accounts int
 }
 
-// setup starts Dovecot and prepares an environment for a serve process
-// against the database at dbURL (migrated by serve itself on start): no
-// River UI, JSON logs, an ephemeral HTTP port, synchronization enabled with
-// a long interval so that only the runs a test causes happen.
-func setup(t testing.TB, dbURL string) *testBundle {
+// setup starts Dovecot with opts and prepares an environment for a serve
+// process against the database at dbURL (migrated by serve itself on
+// start): no River UI, JSON logs, an ephemeral HTTP port, synchronization
+// enabled with a long interval so that only the runs a test causes happen.
+func setup(t testing.TB, dbURL string, opts ...dovecot.Option) *testBundle {
 	t.Helper()
-	s := dovecot.Start(t)
+	s := dovecot.Start(t, opts...)
 	dir := t.TempDir()
 	files, err := s.CA().WriteFiles(dir)
 	require.NoError(t, err)

@@ -47,7 +47,9 @@ var ErrNoTokenSource = errors.New("mailendpoint: a token account needs Env.Token
 // Endpoint builds the endpoint of account a. With AdditionalTrustedAuthority
 // the anchor is loaded through env.Resolver now, that is once per work unit,
 // so a replaced anchor file is used by the next run without a restart; it is
-// the only root the server's chain is validated against.
+// trusted in addition to the system's roots (trustanchor.Anchor.Verify): a
+// certificate the platform trusts is accepted, and only one the platform
+// cannot chain to a root is re-examined with the anchor as its sole root.
 //
 // A token account's endpoint has no password: its Token asks env.Tokens for
 // the account's access token (keyed by config.AccountKey, which is also the

@@ -9,12 +9,13 @@ import (
 
 // Classifier is the Mailbox family's failure classifier, which the
 // resilience registry applies to both mailbox classes. A rejected
-// credential, an unusable TLS handshake, an unavailable authentication
-// mechanism and a refused IMAP command are terminal; a dropped connection,
-// a server disconnect, a desynchronized protocol stream and an attempt the
-// pipeline abandoned are transient, because a repeated read changes nothing
-// on the server. Everything else is terminal (imapx.IsTransient decides the
-// adapter's own failures).
+// credential, an authentication exchange the client broke off, an unusable
+// TLS handshake, an unavailable authentication mechanism and a refused IMAP
+// command are terminal; a dropped connection, a server disconnect, a
+// desynchronized protocol stream and an attempt the pipeline abandoned are
+// transient, because a repeated read changes nothing on the server.
+// Everything else is terminal (imapx.IsTransient decides the adapter's own
+// failures).
 var Classifier resilience.Classifier = resilience.ClassifierFunc(transient)
 
 func transient(err error) bool {

@@ -5,9 +5,10 @@
 //   - Establishment — connecting, negotiating TLS, authenticating and
 //     opening the folder read-only (EXAMINE) — runs under
 //     MailboxSessionEstablishment keyed by the account. Only a
-//     transport-level failure is repeated; a rejected credential, a refused
-//     certificate or mechanism and a refused command are terminal, so a
-//     wrong password is tried once.
+//     transport-level failure is repeated; a rejected credential, an
+//     authentication exchange the client broke off, a refused certificate
+//     or mechanism and a refused command are terminal, so a wrong password
+//     is tried once.
 //   - Retrieval — LIST, UID SEARCH, the envelope FETCH, the BODY.PEEK[]
 //     stream and the reconciliation reads — runs under MailboxDataRetrieval
 //     keyed by the account. An attempt that follows a failed one

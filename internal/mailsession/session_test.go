@@ -16,12 +16,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
 	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 )
 
@@ -225,6 +228,92 @@ func TestWrongPasswordIsTriedOnce(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // a second attempt would be logged by now
 	require.Equal(t, 1, strings.Count(b.srv.Log(), "("+b.user.Name()+","), "Dovecot saw one authentication")
 	require.NotContains(t, b.logs.String(), "retry scheduled")
+}
+
+// TestAuthenticationRefusalsAreTriedOnce: a refusal raised inside the SASL
+// exchange — the server refusing the credential there, or the client
+// breaking the exchange off — is terminal for the establishment pipeline
+// like a wrong password: one connection, and it reaches the caller as
+// itself. A connection lost during AUTHENTICATE with nothing from the
+// mechanism is still repeated.
+//
+// Dovecot answers a wrong SCRAM proof with a plain NO and never sends a
+// malformed challenge or drops a connection after refusing a token, so a
+// scripted server plays those cases; the SASLprep refusal runs against
+// Dovecot.
+func TestAuthenticationRefusalsAreTriedOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		script   imapscript.Script
+		token    bool
+		identity string
+	}{
+		{name: "SCRAM invalid-proof", script: imapscript.ScramServerFinal("e=invalid-proof"), identity: "MailAuthenticationRejected"},
+		{name: "SCRAM unknown-user", script: imapscript.ScramServerFinal("e=unknown-user"), identity: "MailAuthenticationRejected"},
+		{
+			name:     "malformed challenge",
+			script:   imapscript.ScramServerFirst(func(string) string { return imapscript.ScramFirst("not-the-client-nonce", 4096) }, ""),
+			identity: imapx.AuthenticationExchangeIdentity,
+		},
+		{
+			name:     "iteration count out of range",
+			script:   imapscript.ScramServerFirst(func(n string) string { return imapscript.ScramFirst(n, 16) }, ""),
+			identity: imapx.AuthenticationExchangeIdentity,
+		},
+		{name: "bearer refusal, then the connection drops", script: imapscript.BearerRefusalThenDrop(), token: true, identity: "MailAuthenticationRejected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil, nil)
+			srv := imapscript.Start(t, tc.script)
+			ep := b.endpoint(t, srv.Addr())
+			ep.PermittedMechanisms = []sasl.Mechanism{sasl.ScramSHA256}
+			if tc.token {
+				ep.PermittedMechanisms = []sasl.Mechanism{sasl.OAuthBearer}
+				ep.Password = nil
+				ep.Token = func(context.Context) ([]byte, error) { return []byte("a-token"), nil }
+			}
+			_, err := mailsession.Open(b.ctx, b.registry, "acct", resilience.OperationFolderDiscovery, ep, opener)
+			require.Error(t, err)
+			require.False(t, mailsession.IsMailboxUnavailable(err), "%v", err)
+			require.False(t, imapx.IsTransient(err))
+			id, _ := failure.Identity(err)
+			require.Equal(t, tc.identity, id, "%v", err)
+			require.Equal(t, 1, srv.Connections(), "one attempt")
+			require.NotContains(t, b.logs.String(), "retry scheduled")
+		})
+	}
+
+	t.Run("PasswordSASLprepRefuses", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, nil)
+		ep := b.endpoint(t, "")
+		ep.PermittedMechanisms = []sasl.Mechanism{sasl.ScramSHA256}
+		ep.Password = func(context.Context) ([]byte, error) {
+			b.passwordCalls++
+			return []byte("bell\u0007"), nil
+		}
+		_, err := mailsession.Open(b.ctx, b.registry, "acct", resilience.OperationFolderDiscovery, ep, opener)
+		var exchErr *imapx.AuthenticationExchangeError
+		require.ErrorAs(t, err, &exchErr)
+		require.ErrorIs(t, err, sasl.ErrPasswordNotPreparable)
+		require.False(t, mailsession.IsMailboxUnavailable(err))
+		require.Equal(t, 1, strings.Count(b.rec.String(), "AUTHENTICATE"), "one authentication was sent")
+		require.Equal(t, 1, b.passwordCalls, "the password was resolved once")
+		require.NotContains(t, b.logs.String(), "retry scheduled")
+	})
+
+	t.Run("ConnectionLostDuringAuthenticateIsRepeated", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil, nil)
+		srv := imapscript.Start(t, imapscript.DropDuringAuthenticate())
+		ep := b.endpoint(t, srv.Addr())
+		ep.PermittedMechanisms = []sasl.Mechanism{sasl.ScramSHA256}
+		_, err := mailsession.Open(b.ctx, b.registry, "acct", resilience.OperationFolderDiscovery, ep, opener)
+		require.True(t, mailsession.IsMailboxUnavailable(err), "%v", err)
+		require.Equal(t, resilience.DefaultBudgets()[resilience.MailboxSessionEstablishment].MaxAttempts, srv.Connections())
+	})
 }
 
 // TestUnreachableServerOpensOnlyItsAccountsCircuit: connections refused by

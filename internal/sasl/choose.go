@@ -4,9 +4,11 @@ import (
 	"strings"
 )
 
-// strength lists every mechanism the allow-list accepts, strongest first.
-// The configured order of the allow-list plays no part: the strongest
-// permitted mechanism the server offers wins.
+// strength lists every mechanism this package knows by name, strongest
+// first, the unimplemented ones included so that a Situation naming one
+// (which configuration and imapx refuse before it gets here) still reads
+// sensibly. The configured order of the allow-list plays no part: the
+// strongest permitted mechanism the server offers wins.
 //
 // SCRAM (RFC 5802) ranks first: the server never sees the password and
 // proves it knows it, and a longer hash ranks higher; channel binding (-PLUS)
@@ -26,14 +28,16 @@ var strength = []Mechanism{
 	Plain, Login,
 }
 
-// implemented are the mechanisms NewClient can build. Only these are ever
-// chosen; a permitted and advertised mechanism outside it is passed over as
-// if the server had not offered it.
-var implemented = map[Mechanism]struct{}{
-	ScramSHA256: {}, ScramSHA1: {}, CramMD5: {},
-	OAuthBearer: {}, XOAuth2: {},
-	Plain: {}, Login: {},
-}
+// implemented are the mechanisms NewClient can build, Mechanisms. Only
+// these are ever chosen; a permitted and advertised mechanism outside it is
+// passed over as if the server had not offered it.
+var implemented = func() map[Mechanism]struct{} {
+	m := make(map[Mechanism]struct{}, len(Mechanisms))
+	for _, name := range Mechanisms {
+		m[name] = struct{}{}
+	}
+	return m
+}()
 
 // Implemented reports whether this package can authenticate with m.
 func Implemented(m Mechanism) bool {

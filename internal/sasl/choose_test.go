@@ -44,6 +44,19 @@ func TestChoose(t *testing.T) {
 			want: mech(sasl.ScramSHA256),
 		},
 		{
+			name: "SCRAM-SHA-512 over SCRAM-SHA-256 over SCRAM-SHA-1",
+			s: sasl.Situation{
+				Permitted:  mechs{"PLAIN", "SCRAM-SHA-1", "SCRAM-SHA-256", "SCRAM-SHA-512"},
+				Advertised: []string{"PLAIN", "SCRAM-SHA-1", "SCRAM-SHA-256", "SCRAM-SHA-512"}, CanStayUnencrypted: secTLS, Encrypted: true,
+			},
+			want: mech(sasl.ScramSHA512),
+		},
+		{
+			name: "SCRAM-SHA-512 permitted, not offered: SCRAM-SHA-256",
+			s:    sasl.Situation{Permitted: mechs{"SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true},
+			want: mech(sasl.ScramSHA256),
+		},
+		{
 			name: "SCRAM-SHA-1 over CRAM-MD5",
 			s:    sasl.Situation{Permitted: mechs{"CRAM-MD5", "SCRAM-SHA-1"}, Advertised: dovecotDefault, CanStayUnencrypted: secTLS, Encrypted: true},
 			want: mech(sasl.ScramSHA1),
@@ -69,10 +82,12 @@ func TestChoose(t *testing.T) {
 			want: mech(sasl.Plain),
 		},
 		{
+			// Configuration and imapx refuse such an allow-list; the chooser
+			// still never picks what it cannot run.
 			name: "unimplemented survivors are passed over",
 			s: sasl.Situation{
-				Permitted:          mechs{"SCRAM-SHA-512", "SCRAM-SHA-256-PLUS", "DIGEST-MD5", "NTLM", "SCRAM-SHA-1"},
-				Advertised:         []string{"SCRAM-SHA-512", "SCRAM-SHA-256-PLUS", "DIGEST-MD5", "NTLM", "SCRAM-SHA-1"},
+				Permitted:          mechs{"SCRAM-SHA-512-PLUS", "SCRAM-SHA-256-PLUS", "DIGEST-MD5", "NTLM", "SCRAM-SHA-1"},
+				Advertised:         []string{"SCRAM-SHA-512-PLUS", "SCRAM-SHA-256-PLUS", "DIGEST-MD5", "NTLM", "SCRAM-SHA-1"},
 				CanStayUnencrypted: secTLS, Encrypted: true,
 			},
 			want: mech(sasl.ScramSHA1),

@@ -31,18 +31,48 @@ type Authenticator interface {
 // with c's Finish when it has one. It returns nil only when the server
 // accepted the credential and, for SCRAM, proved it knows the password.
 //
-// An error wrapping an *imap.Error is the server's answer and leaves the
-// connection usable. Any other error is the client's own refusal
-// (ErrServerSignatureMismatch, an *IterationCountError, ...), and
-// imapclient has then returned without ending the AUTHENTICATE command, so
-// the connection must be closed. ErrServerNotVerified leaves it
-// authenticated to a server that did not prove its identity: close it too.
+// What it returns otherwise says where the exchange ended:
+//
+//   - an error wrapping an *imap.Error is the server's tagged answer and
+//     leaves the connection usable;
+//   - a *BearerTokenError is a token the server refused, whatever the
+//     server did after its error challenge (answered NO, or dropped the
+//     connection);
+//   - an *ExchangeError is the client's own refusal: c's Start or Next
+//     failed (ErrServerSignatureMismatch, an *IterationCountError, a
+//     *ScramServerError, ErrMalformedChallenge, ...). imapclient has then
+//     returned without ending the AUTHENTICATE command, so the connection
+//     must be closed;
+//   - ErrServerNotVerified leaves the connection authenticated to a server
+//     that did not prove its identity: close it too;
+//   - anything else came from the connection itself (it dropped, timed out
+//     or could not be read) with nothing from the mechanism.
 func Authenticate(a Authenticator, c Client) error {
-	err := a.Authenticate(c)
+	err := a.Authenticate(exchange{c})
 	if f, ok := c.(Finisher); ok {
 		return f.Finish(err)
 	}
 	return err
+}
+
+// exchange is the client Authenticate hands to the server side: c, with
+// every error of its Start and Next marked as an *ExchangeError.
+type exchange struct{ c Client }
+
+func (x exchange) Start() (string, []byte, error) {
+	mech, ir, err := x.c.Start()
+	if err != nil {
+		return mech, ir, &ExchangeError{Err: err}
+	}
+	return mech, ir, nil
+}
+
+func (x exchange) Next(challenge []byte) ([]byte, error) {
+	resp, err := x.c.Next(challenge)
+	if err != nil {
+		return resp, &ExchangeError{Err: err}
+	}
+	return resp, nil
 }
 
 // Credentials is what a mechanism authenticates with: a password for the
@@ -65,7 +95,7 @@ type Credentials struct {
 // NewClient returns the client for mechanism m. The password mechanisms
 // need cred.Password and refuse a token; the token mechanisms need
 // cred.Token and refuse a password. A mechanism this package does not
-// implement (DIGEST-MD5, NTLM, SCRAM-SHA-512, the -PLUS variants) is
+// implement (Unimplemented: DIGEST-MD5, NTLM, the -PLUS variants) is
 // ErrNotImplemented; Choose never picks one.
 //
 // PLAIN (RFC 4616), LOGIN and OAUTHBEARER (RFC 7628) are go-sasl's clients;
@@ -81,6 +111,8 @@ func NewClient(m Mechanism, cred Credentials) (Client, error) {
 		return nil, fmt.Errorf("%w: %s", ErrWrongCredential, m)
 	}
 	switch m {
+	case ScramSHA512:
+		return NewScramSHA512Client(cred.Username, cred.Password), nil
 	case ScramSHA256:
 		return NewScramSHA256Client(cred.Username, cred.Password), nil
 	case ScramSHA1:

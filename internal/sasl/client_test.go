@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,7 @@ func TestNewClientMechanisms(t *testing.T) {
 		m    Mechanism
 		cred Credentials
 	}{
-		{ScramSHA256, pw}, {ScramSHA1, pw}, {CramMD5, pw},
+		{ScramSHA512, pw}, {ScramSHA256, pw}, {ScramSHA1, pw}, {CramMD5, pw},
 		{Plain, pw}, {Login, pw},
 		{OAuthBearer, tok}, {XOAuth2, tok},
 		{"scram-sha-256", pw},
@@ -40,10 +41,7 @@ func upper(m Mechanism) string {
 func TestNewClientRefusals(t *testing.T) {
 	pw := Credentials{Username: "u", Password: []byte("p")}
 	tok := Credentials{Username: "u", Token: []byte("t")}
-	for _, m := range []Mechanism{
-		DigestMD5, NTLM, ScramSHA512, ScramSHA512Plus,
-		ScramSHA256Plus, ScramSHA1Plus, "GSSAPI",
-	} {
+	for _, m := range append([]Mechanism{"GSSAPI"}, Unimplemented...) {
 		_, err := NewClient(m, pw)
 		require.ErrorIs(t, err, ErrNotImplemented, m)
 		require.False(t, Implemented(m))
@@ -96,4 +94,75 @@ func TestLoginWithAndWithoutInitialResponse(t *testing.T) {
 	err = Authenticate(srv, c)
 	require.Error(t, err)
 	requireNoSecret(t, err, "secret word", "tanstaaf")
+}
+
+// TestAuthenticateMarksTheMechanismsOwnErrors: what the mechanism's client
+// refuses reaches the caller as an *ExchangeError that keeps its cause;
+// the server's answer and a connection's failure do not.
+func TestAuthenticateMarksTheMechanismsOwnErrors(t *testing.T) {
+	v := scramVectors[1]
+	for name, tc := range map[string]struct {
+		srv      *scripted
+		client   Client
+		exchange bool
+		cause    error
+	}{
+		"malformed challenge": {
+			srv: &scripted{challenges: []string{"s=no-nonce"}}, client: v.client(v.nonce),
+			exchange: true, cause: ErrMalformedChallenge,
+		},
+		"refused in Start": {
+			srv: &scripted{}, client: NewXOAuth2Client("a\x01b", []byte("t")),
+			exchange: true, cause: ErrWrongCredential,
+		},
+		"forged server signature": {
+			srv: &scripted{challenges: []string{v.serverFirst, "v=AAAA"}}, client: v.client(v.nonce),
+			exchange: true, cause: ErrServerSignatureMismatch,
+		},
+		"the server's NO": {
+			srv: &scripted{challenges: []string{v.serverFirst}, final: errServerNO}, client: v.client(v.nonce),
+			cause: errServerNO,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := Authenticate(tc.srv, tc.client)
+			require.ErrorIs(t, err, tc.cause)
+			var xe *ExchangeError
+			require.Equal(t, tc.exchange, errors.As(err, &xe), "%v", err)
+		})
+	}
+}
+
+func TestScramServerErrorRefusal(t *testing.T) {
+	for value, refusal := range map[string]bool{
+		"invalid-proof": true, "unknown-user": true, "invalid-username-encoding": true,
+		"no-resources": true, "other-error": true,
+		"invalid-encoding": false, "extensions-not-supported": false,
+		"channel-bindings-dont-match": false, "server-does-support-channel-binding": false,
+		"channel-binding-not-supported": false, "unsupported-channel-binding-type": false,
+	} {
+		require.True(t, scramServerErrors[value], value)
+		require.Equal(t, refusal, (&ScramServerError{Value: value}).Refusal(), value)
+	}
+	require.Len(t, scramServerErrors, 11, "every registered value is classified above")
+}
+
+// TestEveryAllowedNameIsImplemented: an allow-list can only hold names
+// NewClient can build, and every registered name this package knows is
+// either one of them or listed as unimplemented, never both.
+func TestEveryAllowedNameIsImplemented(t *testing.T) {
+	known := map[Mechanism]bool{}
+	for _, m := range Mechanisms {
+		require.True(t, Implemented(m), m)
+		known[m] = true
+	}
+	for _, m := range Unimplemented {
+		require.False(t, Implemented(m), m)
+		require.False(t, known[m], m)
+		known[m] = true
+	}
+	require.Len(t, known, len(strength), "every ranked mechanism is in one list")
+	for _, m := range strength {
+		require.True(t, known[m], m)
+	}
 }

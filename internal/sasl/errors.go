@@ -54,6 +54,26 @@ var ErrServerSignatureMismatch = errors.New("sasl: SCRAM: the server's signature
 // proven, and the now authenticated connection must be closed.
 var ErrServerNotVerified = errors.New("sasl: SCRAM: the server reported success without proving it knows the password")
 
+// ExchangeError reports that the mechanism's client itself ended the
+// exchange: its Start or Next returned Err, because the server's challenge
+// broke the mechanism's rules (ErrMalformedChallenge, an
+// *IterationCountError), the server's SCRAM server-final message carried
+// an error (*ScramServerError) or a wrong signature
+// (ErrServerSignatureMismatch), or the credential cannot be expressed in
+// the mechanism (ErrPasswordNotPreparable, ErrUsernameNotPreparable,
+// ErrWrongCredential). Authenticate returns it, so a caller can tell the
+// mechanism's refusals, which the same server and credential produce
+// again, from a connection that failed with nothing from the mechanism.
+// Its text is Err's, which never holds a credential, a user name or text
+// the server chose.
+type ExchangeError struct {
+	Err error
+}
+
+func (e *ExchangeError) Error() string { return e.Err.Error() }
+
+func (e *ExchangeError) Unwrap() error { return e.Err }
+
 // ErrMalformedChallenge reports a server challenge that does not follow the
 // mechanism's grammar. Wrapped errors name the mechanism and the rule, never
 // the challenge's content.
@@ -99,6 +119,20 @@ type ScramServerError struct {
 
 func (e *ScramServerError) Error() string {
 	return "sasl: SCRAM: the server reported " + e.Value
+}
+
+// Refusal reports whether the server refused the authentication itself —
+// the proof (invalid-proof), the user (unknown-user,
+// invalid-username-encoding), or for a reason it names only as
+// no-resources or other-error (every unregistered value included) — rather
+// than the client's use of the protocol: its encoding, an extension, or
+// channel binding.
+func (e *ScramServerError) Refusal() bool {
+	switch e.Value {
+	case "invalid-proof", "unknown-user", "invalid-username-encoding", "no-resources", "other-error":
+		return true
+	}
+	return false
 }
 
 // scramServerErrors are the server-error-value names of RFC 5802 §7.

@@ -6,9 +6,9 @@ package sasl
 // takes a Mechanism matches it ignoring case.
 type Mechanism string
 
-// The mechanisms an allow-list may name. Not all of them are implemented
-// (see Implemented): a permitted mechanism this package cannot run is never
-// chosen.
+// The registered mechanisms MailFathom knows by name: those it implements
+// (Mechanisms), which an allow-list may name, and those it does not
+// (Unimplemented), which configuration refuses.
 const (
 	Plain           Mechanism = "PLAIN"
 	Login           Mechanism = "LOGIN"
@@ -25,11 +25,21 @@ const (
 	OAuthBearer     Mechanism = "OAUTHBEARER"
 )
 
-// Mechanisms lists every mechanism an allow-list may name, in
-// documentation order.
+// Mechanisms lists every mechanism this package implements, which is every
+// name an account's allow-list may hold, in documentation order.
 var Mechanisms = []Mechanism{
-	Plain, Login, CramMD5, DigestMD5, ScramSHA1, ScramSHA1Plus, ScramSHA256,
-	ScramSHA256Plus, ScramSHA512, ScramSHA512Plus, NTLM, XOAuth2, OAuthBearer,
+	Plain, Login, CramMD5, ScramSHA1, ScramSHA256, ScramSHA512, XOAuth2, OAuthBearer,
+}
+
+// Unimplemented lists the registered mechanisms this package does not
+// implement: DIGEST-MD5 (historic, RFC 6331), NTLM, and every channel-bound
+// -PLUS variant of SCRAM. An allow-list naming one is refused where it is
+// configured (imapx.RuleAuthenticationMechanismNotSupported) rather than
+// skipped where a connection authenticates: skipped, an allow-list of
+// "SCRAM-SHA-256-PLUS,PLAIN" would quietly mean PLAIN, a downgrade nobody
+// sees.
+var Unimplemented = []Mechanism{
+	DigestMD5, ScramSHA1Plus, ScramSHA256Plus, ScramSHA512Plus, NTLM,
 }
 
 // ClearText reports whether m hands over the reusable password itself:

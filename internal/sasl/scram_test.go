@@ -1,10 +1,15 @@
 package sasl
 
 import (
+	"crypto/hmac"
 	"crypto/pbkdf2"
+	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
 	"errors"
+	"hash"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +18,13 @@ import (
 )
 
 // The example exchanges of RFC 5802 §5 (SCRAM-SHA-1) and RFC 7677 §3
-// (SCRAM-SHA-256): user "user", password "pencil".
+// (SCRAM-SHA-256): user "user", password "pencil". No RFC has one for
+// SCRAM-SHA-512; its vector is the exchange Apache Qpid's AMQP clients
+// (proton-j, Qpid JMS) test their SCRAM-SHA-512 against, in the style of
+// RFC 7677 §3 (same user, password and client nonce), and was checked with
+// Python's hashlib.pbkdf2_hmac and hmac, an implementation independent of
+// this package's. TestScramAgainstAnIndependentServer checks every hash
+// once more against a server built on crypto/pbkdf2.
 var scramVectors = []struct {
 	name        string
 	client      func(nonce string) *scramClient
@@ -40,6 +51,15 @@ var scramVectors = []struct {
 		serverFirst: "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
 		clientFinal: "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
 		serverFinal: "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
+	},
+	{
+		name:        "SCRAM-SHA-512",
+		client:      func(n string) *scramClient { return newScram("SCRAM-SHA-512", sha512.New, "user", []byte("pencil"), n) },
+		nonce:       "rOprNGfwEbeRWgbNEkqO",
+		clientFirst: "n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
+		serverFirst: "r=rOprNGfwEbeRWgbNEkqO02431b08-2f89-4bad-a4e6-80c0564ec865,s=Yin2FuHTt/M0kJWb0t9OI32n2VmOGi3m+JfjOvuDF88=,i=4096",
+		clientFinal: "c=biws,r=rOprNGfwEbeRWgbNEkqO02431b08-2f89-4bad-a4e6-80c0564ec865,p=Hc5yec3NmCD7t+kFRw4/3yD6/F3SQHc7AVYschRja+Bc3sbdjlA0eH1OjJc0DD4ghn1tnXN5/Wr6qm9xmaHt4A==",
+		serverFinal: "v=BQuhnKHqYDwQWS5jAw4sZed+C9KFUALsbrq81bB0mh+bcUUbbMPNNmBIupnS2AmyyDnG5CTBQtkjJ9kyY4kzmw==",
 	},
 }
 
@@ -277,6 +297,98 @@ func TestHiIsPBKDF2(t *testing.T) {
 		want256, err := pbkdf2.Key(sha256.New, "pencil", []byte("salt"), iter, sha256.Size)
 		require.NoError(t, err)
 		require.Equal(t, want256, got256, "SHA-256, %d", iter)
+		got512 := hi(sha512.New, []byte("pencil"), []byte("salt"), iter)
+		want512, err := pbkdf2.Key(sha512.New, "pencil", []byte("salt"), iter, sha512.Size)
+		require.NoError(t, err)
+		require.Equal(t, want512, got512, "SHA-512, %d", iter)
+	}
+}
+
+// independentServer is the server side of RFC 5802 written apart from the
+// client: it stores only StoredKey and ServerKey, derived with
+// crypto/pbkdf2 rather than this package's hi, and accepts a proof the way
+// a server does, by recovering ClientKey from it and comparing its hash
+// with StoredKey.
+type independentServer struct {
+	t         *testing.T
+	h         func() hash.Hash
+	salt      []byte
+	iter      int
+	storedKey []byte
+	serverKey []byte
+	accepted  bool
+}
+
+func newIndependentServer(t *testing.T, h func() hash.Hash, password string) *independentServer {
+	salt := make([]byte, 16)
+	_, _ = rand.Read(salt)
+	size := h().Size()
+	salted, err := pbkdf2.Key(h, password, salt, 4096, size)
+	require.NoError(t, err)
+	mac := func(key []byte, msg string) []byte {
+		m := hmac.New(h, key)
+		m.Write([]byte(msg))
+		return m.Sum(nil)
+	}
+	d := h()
+	d.Write(mac(salted, "Client Key"))
+	return &independentServer{t: t, h: h, salt: salt, iter: 4096, storedKey: d.Sum(nil), serverKey: mac(salted, "Server Key")}
+}
+
+func (s *independentServer) Authenticate(c Client) error {
+	_, ir, err := c.Start()
+	if err != nil {
+		return err
+	}
+	clientFirstBare := strings.TrimPrefix(string(ir), "n,,")
+	_, clientNonce, _ := strings.Cut(clientFirstBare, ",r=")
+	serverFirst := "r=" + clientNonce + "independent,s=" + base64.StdEncoding.EncodeToString(s.salt) + ",i=" + strconv.Itoa(s.iter)
+	resp, err := c.Next([]byte(serverFirst))
+	if err != nil {
+		return err
+	}
+	withoutProof, proofB64, ok := strings.Cut(string(resp), ",p=")
+	require.True(s.t, ok)
+	proof, err := base64.StdEncoding.DecodeString(proofB64)
+	require.NoError(s.t, err)
+	authMessage := clientFirstBare + "," + serverFirst + "," + withoutProof
+	m := hmac.New(s.h, s.storedKey)
+	m.Write([]byte(authMessage))
+	clientKey := m.Sum(nil)
+	for i := range clientKey {
+		clientKey[i] ^= proof[i]
+	}
+	d := s.h()
+	d.Write(clientKey)
+	if !hmac.Equal(d.Sum(nil), s.storedKey) {
+		return errServerNO
+	}
+	s.accepted = true
+	m = hmac.New(s.h, s.serverKey)
+	m.Write([]byte(authMessage))
+	_, err = c.Next([]byte("v=" + base64.StdEncoding.EncodeToString(m.Sum(nil))))
+	return err
+}
+
+func TestScramAgainstAnIndependentServer(t *testing.T) {
+	const password = "correct horse battery staple"
+	for _, tc := range []struct {
+		client func(user string, password []byte) Client
+		h      func() hash.Hash
+	}{
+		{NewScramSHA1Client, sha1.New},
+		{NewScramSHA256Client, sha256.New},
+		{NewScramSHA512Client, sha512.New},
+	} {
+		srv := newIndependentServer(t, tc.h, password)
+		c := tc.client("someone", []byte(password))
+		require.NoError(t, Authenticate(srv, c))
+		require.True(t, srv.accepted)
+
+		// The wrong password is refused by the server, not by the client.
+		srv = newIndependentServer(t, tc.h, password)
+		require.ErrorIs(t, Authenticate(srv, tc.client("someone", []byte("wrong"))), errServerNO)
+		require.False(t, srv.accepted)
 	}
 }
 

@@ -34,25 +34,32 @@
 //
 // # Validation
 //
-// Anchor.Verify is the trust decision for a server certificate: the chain
-// is rebuilt with the anchor as its only root and the server's other
-// certificates as path-building candidates, TLS server authentication
-// usage is required, the server name must match (a mismatch is never
-// forgiven) and every certificate must be within its validity period.
-// Anchor.TLSConfig applies that decision to a connection, both through
-// crypto/tls's own verification against an anchor-only RootCAs and through
-// VerifyConnection, which runs Verify again. Refusals are *ValidationError
-// values (or, from crypto/tls's own verification, errors Classify names).
-// Nothing in the package, and no field of its configuration, switches
-// validation off.
+// Anchor.Verify is the trust decision for a server certificate, and the
+// anchor is additional, as the setting's name says. The platform's own
+// verification runs first, exactly as under SystemTrustStore, so a server
+// with a publicly trusted certificate keeps working when an anchor is
+// configured. Only a chain-trust failure (no chain to a system root) is
+// re-examined: the chain is rebuilt with the anchor as its only root and
+// the server's other certificates as path-building candidates, TLS server
+// authentication usage is required again, and every certificate must be
+// within its validity period. A name mismatch or an expired certificate is
+// refused outright, whatever the anchor. Anchor.TLSConfig applies that
+// decision to a connection, both through crypto/tls's own verification
+// against RootCAs holding the system's roots and the anchor, and through
+// VerifyConnection, which runs Verify. Refusals are *ValidationError values
+// (or, from crypto/tls's own verification, errors Classify names). Nothing
+// in the package, and no field of its configuration, switches validation
+// off.
 //
 // Under CertificateTrust SystemTrustStore this package is not involved: a
 // plain tls.Config with ServerName set keeps the platform's validation.
 //
-// Certificate downloads: none. crypto/x509 never fetches a missing
-// intermediate from an Authority Information Access URL, so an incomplete,
-// server-chosen chain cannot make the client contact a URL of the server's
-// choosing; the handshake supplies every intermediate that may be used.
+// Certificate downloads: none for the anchor. crypto/x509 never fetches a
+// missing intermediate from an Authority Information Access URL, so an
+// incomplete, server-chosen chain cannot make the client contact a URL of
+// the server's choosing; the handshake supplies every intermediate that
+// may chain to the anchor. (The platform's own verification, the first
+// step, does what the platform does under SystemTrustStore too.)
 //
 // Revocation: not checked. A private authority typically publishes neither
 // a CRL nor an OCSP responder, so an online check would fail every

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -169,4 +170,73 @@ func TestDovecotRefusesBadCertificates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// platformHelper names the environment variable that makes
+// TestDovecotPublicCertificateUnderAnAnchor run its checks in the process
+// it re-executed; its value is the directory holding the anchors.
+const platformHelper = "TRUSTANCHOR_PLATFORM_HELPER"
+
+// TestDovecotPublicCertificateUnderAnAnchor: with an anchor configured, a
+// server whose certificate the platform's own trust store vouches for
+// still connects; a server under the anchor connects too; a name mismatch
+// is refused although the platform trusts the certificate; and a server
+// under neither is refused.
+//
+// The platform's trust store must hold the "public" test authority, so the
+// checks run in this test binary re-executed with SSL_CERT_FILE naming that
+// authority alone (and SSL_CERT_DIR an empty directory): crypto/x509 reads
+// the system roots once per process, so they cannot be changed in this
+// one.
+func TestDovecotPublicCertificateUnderAnAnchor(t *testing.T) {
+	if dir := os.Getenv(platformHelper); dir != "" {
+		runPlatformChecks(t, dir)
+		return
+	}
+	t.Parallel()
+	public, private, other := testca.New(), testca.New(), testca.New()
+	publicSrv := dovecot.Start(t, dovecot.WithCA(public))
+	privateSrv := dovecot.Start(t, dovecot.WithCA(private))
+	publicSrv.AddUser("anchor", "pw")
+	privateSrv.AddUser("anchor", "pw")
+
+	dir := t.TempDir()
+	for name, pem := range map[string][]byte{"public.pem": public.CA.CertPEM, "private.pem": private.CA.CertPEM, "other.pem": other.CA.CertPEM} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), pem, 0o600))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "no-certificates"), 0o700))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDovecotPublicCertificateUnderAnAnchor$", "-test.v")
+	cmd.Env = append(os.Environ(),
+		platformHelper+"="+dir,
+		"TRUSTANCHOR_PUBLIC_SERVER="+publicSrv.TLSAddr(),
+		"TRUSTANCHOR_PRIVATE_SERVER="+privateSrv.TLSAddr(),
+		"SSL_CERT_FILE="+filepath.Join(dir, "public.pem"),
+		"SSL_CERT_DIR="+filepath.Join(dir, "no-certificates"),
+	)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "platform checks done", "the checks ran: %s", out)
+}
+
+func runPlatformChecks(t *testing.T, dir string) {
+	anchor := func(name string) *trustanchor.Anchor {
+		a, err := load(t, secret.Reference{Scheme: secret.SchemeFile, Target: filepath.Join(dir, name)}, nil)
+		require.NoError(t, err)
+		return a
+	}
+	private, other := anchor("private.pem"), anchor("other.pem")
+	publicAddr, privateAddr := os.Getenv("TRUSTANCHOR_PUBLIC_SERVER"), os.Getenv("TRUSTANCHOR_PRIVATE_SERVER")
+
+	// The platform's roots alone, as under SystemTrustStore.
+	require.NoError(t, dialIMAP(publicAddr, &tls.Config{ServerName: dovecot.Host, MinVersion: tls.VersionTLS12}, "anchor", "pw"),
+		"the platform trusts the public authority")
+
+	require.NoError(t, dialIMAP(publicAddr, private.TLSConfig(dovecot.Host), "anchor", "pw"),
+		"a publicly trusted server works with an anchor configured")
+	require.NoError(t, dialIMAP(privateAddr, private.TLSConfig(dovecot.Host), "anchor", "pw"),
+		"a server under the anchor works")
+	requireRefused(t, dialIMAP(publicAddr, private.TLSConfig(testca.WrongHost), "anchor", "pw"), trustanchor.ServerNameMismatch)
+	requireRefused(t, dialIMAP(privateAddr, other.TLSConfig(dovecot.Host), "anchor", "pw"), trustanchor.CertificateChainUntrusted)
+	t.Log("platform checks done")
 }

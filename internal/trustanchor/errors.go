@@ -141,8 +141,9 @@ const (
 	// ServerNameMismatch: the certificate is not valid for the name the
 	// client connected to, or there was no name to check. Never forgiven.
 	ServerNameMismatch ValidationFailure = "ServerNameMismatch"
-	// CertificateChainUntrusted: no chain from the certificate to the
-	// anchor (or, under SystemTrustStore, to a system root) could be built.
+	// CertificateChainUntrusted: no chain from the certificate to a system
+	// root or, under AdditionalTrustedAuthority, to the anchor could be
+	// built.
 	CertificateChainUntrusted ValidationFailure = "CertificateChainUntrusted"
 	// CertificateNotUsableForServerAuthentication: a chain exists but the
 	// certificate (or a CA on the way) does not permit TLS server
@@ -189,8 +190,9 @@ func (e *ValidationError) Is(target error) bool {
 // It recognizes both this package's own errors and the crypto/x509 errors
 // crypto/tls reports when its built-in verification refuses a chain, which
 // is what a handshake under Anchor.TLSConfig reports (crypto/tls verifies
-// against the anchor-only RootCAs before VerifyConnection runs) and what a
-// plain tls.Config reports under SystemTrustStore.
+// against RootCAs holding the system's roots and the anchor before
+// VerifyConnection runs) and what a plain tls.Config reports under
+// SystemTrustStore.
 func Classify(err error) *ValidationError {
 	if err == nil {
 		return nil

@@ -36,13 +36,17 @@ type Resolver interface {
 	Resolve(ctx context.Context, ref secret.Reference) ([]byte, error)
 }
 
-// Anchor is a loaded trust anchor: one or more certificates, the only roots
-// a server certificate validated against it may chain to. It holds no
-// material other than public certificates, and is safe for concurrent use.
+// Anchor is a loaded trust anchor: one or more certificates a server
+// certificate may chain to in addition to the system's roots (see Verify).
+// It holds no material other than public certificates, and is safe for
+// concurrent use.
 type Anchor struct {
 	certs    []*x509.Certificate
 	pool     *x509.CertPool
 	encoding Encoding
+	// systemRoots stands in for the platform's roots in Verify's first
+	// step when not nil; tests set it, Load never does.
+	systemRoots *x509.CertPool
 }
 
 // Load resolves src (or takes it as written, where mode allows) and loads

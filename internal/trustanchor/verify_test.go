@@ -265,3 +265,115 @@ func TestClassify(t *testing.T) {
 	require.Equal(t, CertificateChainUntrusted, Classify(x509.CertificateInvalidError{Reason: x509.NotAuthorizedToSign}).Failure)
 	require.Equal(t, CertificateChainUntrusted, Classify(&tls.CertificateVerificationError{Err: errors.New("other")}).Failure)
 }
+
+// withSystemRoots is a copy of a whose first verification step trusts
+// roots instead of the platform's, as a system trust store holding them
+// would.
+func withSystemRoots(a *Anchor, roots *x509.CertPool) *Anchor {
+	c := *a
+	c.systemRoots = roots
+	return &c
+}
+
+// TestVerifyTrustsTheSystemFirst: under AdditionalTrustedAuthority the
+// anchor is additional. A certificate the system's roots vouch for is
+// trusted whatever the anchor; one they cannot chain is re-examined with
+// the anchor as the only root; a wrong name, an expired certificate or a
+// usage other than server authentication is refused either way, each with
+// its own identity. public stands in for an authority of the platform's
+// trust store (the platform's own store is exercised by
+// TestDovecotPublicCertificateUnderAnAnchor in a process of its own).
+func TestVerifyTrustsTheSystemFirst(t *testing.T) {
+	t.Parallel()
+	public := testca.New()
+	private := testca.New()
+	other := testca.New()
+	a := withSystemRoots(anchorOf(t, private), public.CertPool())
+	expired := func(ca *testca.Bundle) *testca.Leaf {
+		return ca.CA.Issue(testca.LeafOptions{Hosts: testca.ServerHosts, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	}
+
+	tests := []struct {
+		name   string
+		anchor *Anchor
+		host   string
+		certs  []*x509.Certificate
+		want   ValidationFailure // "" means trusted
+	}{
+		{name: "publicly trusted certificate", host: "localhost", certs: presented(public.Server)},
+		{name: "publicly trusted certificate by IP", host: "127.0.0.1", certs: presented(public.Server)},
+		{name: "publicly trusted certificate through an intermediate", host: "127.0.0.1", certs: presented(public.IntermediateServer())},
+		{name: "anchor's certificate", host: "127.0.0.1", certs: presented(private.Server)},
+		{name: "anchor's certificate through an intermediate", host: "127.0.0.1", certs: presented(private.IntermediateServer())},
+		{name: "anchor's intermediate not sent", host: "127.0.0.1", certs: []*x509.Certificate{private.IntermediateServer().Cert}, want: CertificateChainUntrusted},
+		{name: "neither the system nor the anchor", host: "127.0.0.1", certs: presented(other.Server), want: CertificateChainUntrusted},
+		{
+			name: "an authority the server sends along gains no trust", host: "127.0.0.1",
+			certs: []*x509.Certificate{other.Server.Cert, other.CA.Cert}, want: CertificateChainUntrusted,
+		},
+		{name: "publicly trusted, wrong name", host: "127.0.0.1", certs: presented(public.WrongNameServer()), want: ServerNameMismatch},
+		{name: "anchor's, wrong name", host: "127.0.0.1", certs: presented(private.WrongNameServer()), want: ServerNameMismatch},
+		{name: "publicly trusted, expired", host: "127.0.0.1", certs: presented(expired(public)), want: CertificateExpired},
+		{name: "anchor's, expired", host: "127.0.0.1", certs: presented(expired(private)), want: CertificateExpired},
+		{name: "publicly trusted, client authentication only", host: "127.0.0.1", certs: presented(public.ClientAuthOnlyServer()), want: CertificateNotUsableForServerAuthentication},
+		{name: "anchor's, client authentication only", host: "127.0.0.1", certs: presented(private.ClientAuthOnlyServer()), want: CertificateNotUsableForServerAuthentication},
+		{name: "no server name", host: "", certs: presented(public.Server), want: ServerNameMismatch},
+		{name: "no certificate", host: "127.0.0.1", want: ServerCertificateUnavailable},
+		{
+			name: "a platform without roots still trusts the anchor", anchor: withSystemRoots(a, x509.NewCertPool()),
+			host: "127.0.0.1", certs: presented(private.Server),
+		},
+		{
+			name: "a platform without roots trusts nothing else", anchor: withSystemRoots(a, x509.NewCertPool()),
+			host: "127.0.0.1", certs: presented(public.Server), want: CertificateChainUntrusted,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			anchor := tt.anchor
+			if anchor == nil {
+				anchor = a
+			}
+			err := anchor.Verify(tt.host, tt.certs)
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Equal(t, tt.want, ve.Failure, "%v", err)
+			require.Contains(t, err.Error(), "["+string(tt.want)+"]")
+		})
+	}
+}
+
+// TestTLSConfigTrustsTheSystemFirst: a handshake under TLSConfig accepts a
+// server whose certificate the system's roots vouch for, as well as one the
+// anchor does, and refuses the rest with the identity Verify gives.
+func TestTLSConfigTrustsTheSystemFirst(t *testing.T) {
+	t.Parallel()
+	public := testca.New()
+	private := testca.New()
+	a := withSystemRoots(anchorOf(t, private), public.CertPool())
+	for name, tc := range map[string]struct {
+		leaf *testca.Leaf
+		want ValidationFailure
+	}{
+		"publicly trusted":             {leaf: public.Server},
+		"anchor's":                     {leaf: private.Server},
+		"anchor's intermediate":        {leaf: private.IntermediateServer()},
+		"publicly trusted, wrong name": {leaf: public.WrongNameServer(), want: ServerNameMismatch},
+		"neither":                      {leaf: testca.New().Server, want: CertificateChainUntrusted},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := handshake(t, tc.leaf, a.TLSConfig("127.0.0.1"))
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, tc.want, Classify(err).Failure, "%v", err)
+		})
+	}
+}
