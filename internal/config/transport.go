@@ -154,13 +154,13 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 	if ok && t.ConnectionSecurity.CanStayUnencrypted() {
 		if !t.AllowInsecureConnection {
 			c.addRule(v("CONNECTION_SECURITY"), imapx.RuleUnencryptedConnectionRequiresExplicitOptIn,
-				"%s: An unencrypted connection requires AllowInsecureConnection.", label)
+				"%s: An unencrypted connection requires %s=true.", label, v("ALLOW_INSECURE_CONNECTION"))
 		}
 		for _, m := range t.PermittedAuthenticationMechanisms {
 			if m.ClearText() {
 				if !t.AllowClearTextAuthenticationOverUnencryptedConnection {
 					c.addRule(v("PERMITTED_AUTHENTICATION_MECHANISMS"), imapx.RuleClearTextAuthenticationRequiresExplicitOptIn,
-						"%s: Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection.", label)
+						"%s: Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires %s=true.", label, v("ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION"))
 				}
 				break
 			}
@@ -175,10 +175,10 @@ func convertTransport(c *converter, i int, label string, raw rawTransport) (t Tr
 		switch {
 		case trust == SystemTrustStore && anchor:
 			c.addRule(v("TRUSTED_CERTIFICATE_AUTHORITY"), RuleTrustAnchorNotExpected,
-				"%s: SystemTrustStore does not take a trusted certificate authority; set CertificateTrust to AdditionalTrustedAuthority or remove it.", label)
+				"%s: %s=SystemTrustStore does not take a trusted certificate authority; set %s=AdditionalTrustedAuthority or remove this variable.", label, v("CERTIFICATE_TRUST"), v("CERTIFICATE_TRUST"))
 		case trust == AdditionalTrustedAuthority && !anchor:
 			c.addRule(v("TRUSTED_CERTIFICATE_AUTHORITY"), RuleTrustAnchorRequired,
-				"%s: AdditionalTrustedAuthority requires a trusted certificate authority.", label)
+				"%s: %s=AdditionalTrustedAuthority requires a trusted certificate authority in this variable.", label, v("CERTIFICATE_TRUST"))
 		}
 	}
 	if raw.TrustedCertificateAuthorityPassword != "" && !anchor {

@@ -155,15 +155,15 @@ func TestLoadRejects(t *testing.T) {
 
 		// Transport security rules.
 		{"unencrypted without opt-in", map[string]string{a0 + "CONNECTION_SECURITY": "None", a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-256"}, a0 + "CONNECTION_SECURITY",
-			"Account 'primary': An unencrypted connection requires AllowInsecureConnection. [UnencryptedConnectionRequiresExplicitOptIn]", imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
+			"Account 'primary': An unencrypted connection requires MAILFATHOM_ACCOUNTS_0_ALLOW_INSECURE_CONNECTION=true. [UnencryptedConnectionRequiresExplicitOptIn]", imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"opportunistic without opt-in", map[string]string{a0 + "CONNECTION_SECURITY": "Auto", a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "CRAM-MD5"}, a0 + "CONNECTION_SECURITY",
 			"[UnencryptedConnectionRequiresExplicitOptIn]", imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"clear text without opt-in (default list)", map[string]string{a0 + "CONNECTION_SECURITY": "StartTlsWhenAvailable", a0 + "ALLOW_INSECURE_CONNECTION": "true"}, a0 + "PERMITTED_AUTHENTICATION_MECHANISMS",
-			"Account 'primary': Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires AllowClearTextAuthenticationOverUnencryptedConnection. [ClearTextAuthenticationRequiresExplicitOptIn]", imapx.RuleClearTextAuthenticationRequiresExplicitOptIn},
+			"Account 'primary': Permitting PLAIN or LOGIN on a connection that can stay unencrypted requires MAILFATHOM_ACCOUNTS_0_ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION=true. [ClearTextAuthenticationRequiresExplicitOptIn]", imapx.RuleClearTextAuthenticationRequiresExplicitOptIn},
 		{"clear text opt-in does not replace insecure opt-in", map[string]string{a0 + "CONNECTION_SECURITY": "None", a0 + "PERMITTED_AUTHENTICATION_MECHANISMS": "SCRAM-SHA-1", a0 + "ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION": "true"}, a0 + "CONNECTION_SECURITY",
 			"[UnencryptedConnectionRequiresExplicitOptIn]", imapx.RuleUnencryptedConnectionRequiresExplicitOptIn},
 		{"trust anchor required", map[string]string{a1 + "TRUSTED_CERTIFICATE_AUTHORITY": unset, a1 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD": unset}, a1 + "TRUSTED_CERTIFICATE_AUTHORITY",
-			"Account 'secondary': AdditionalTrustedAuthority requires a trusted certificate authority. [TrustAnchorRequired]", RuleTrustAnchorRequired},
+			"Account 'secondary': MAILFATHOM_ACCOUNTS_1_CERTIFICATE_TRUST=AdditionalTrustedAuthority requires a trusted certificate authority in this variable. [TrustAnchorRequired]", RuleTrustAnchorRequired},
 		{"trust anchor not expected", map[string]string{a1 + "CERTIFICATE_TRUST": "SystemTrustStore", a1 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD": unset}, a1 + "TRUSTED_CERTIFICATE_AUTHORITY",
 			"[TrustAnchorNotExpected]", RuleTrustAnchorNotExpected},
 		{"bundle password without anchor", map[string]string{a0 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD": "file:/SENTINEL"}, a0 + "TRUSTED_CERTIFICATE_AUTHORITY_PASSWORD",
