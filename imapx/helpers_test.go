@@ -146,3 +146,9 @@ func requireReadOnlyWire(t testing.TB, r *recorder) []string {
 }
 
 var timeZero time.Time
+
+// stallTimeout is the CommandTimeout of tests that stop a connection on
+// purpose: short, so a stall costs little, yet long enough for the
+// establishment it also bounds (TCP, TLS, greeting, authentication,
+// EXAMINE) to finish on a busy two-core machine.
+const stallTimeout = 2 * time.Second
