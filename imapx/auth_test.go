@@ -2,7 +2,6 @@ package imapx_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,7 +26,7 @@ func TestAuthenticationFollowsTheAllowList(t *testing.T) {
 		ep.PermittedMechanisms = []config.AuthenticationMechanism{config.Plain, config.ScramSHA256}
 		s := b.open(ep, imapx.SessionOptions{})
 		require.NotNil(t, s)
-		srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", 5*time.Second)
+		srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", dovecot.LogWait)
 	})
 
 	t.Run("NoPermittedMechanismReadsNoPassword", func(t *testing.T) {

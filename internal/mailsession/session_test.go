@@ -228,11 +228,11 @@ func TestWrongPasswordIsTriedOnce(t *testing.T) {
 	// made has reached the opener, and the wire, by now.
 	require.Equal(t, int32(1), opens.Load(), "the establishment pipeline made one attempt")
 	require.Equal(t, 1, strings.Count(b.rec.String(), "AUTHENTICATE"), "one authentication was sent")
-	line := b.srv.WaitLog("("+b.user.Name()+",", 5*time.Second)
+	line := b.srv.WaitLog("("+b.user.Name()+",", dovecot.LogWait)
 	require.Contains(t, line, "mismatch")
 	// Dovecot's login process sums up the one connection as it ends,
 	// counting the authentications it received.
-	line = b.srv.WaitLog("): user=<"+b.user.Name()+">,", 5*time.Second)
+	line = b.srv.WaitLog("): user=<"+b.user.Name()+">,", dovecot.LogWait)
 	require.Contains(t, line, "auth failed, 1 attempts")
 	require.Equal(t, 1, strings.Count(b.srv.Log(), "("+b.user.Name()+","), "Dovecot saw one authentication")
 	require.NotContains(t, b.logs.String(), "retry scheduled")
