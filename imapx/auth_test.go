@@ -31,7 +31,7 @@ func TestAuthenticationFollowsTheAllowList(t *testing.T) {
 		ep.PermittedMechanisms = []sasl.Mechanism{sasl.Plain, sasl.ScramSHA256}
 		s := b.open(ep, imapx.SessionOptions{})
 		require.NotNil(t, s)
-		srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", 5*time.Second)
+		srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", dovecot.LogWait)
 	})
 
 	t.Run("NoPermittedMechanismReadsNoPassword", func(t *testing.T) {

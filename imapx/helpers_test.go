@@ -146,3 +146,10 @@ func requireReadOnlyWire(t testing.TB, r *recorder) []string {
 }
 
 var timeZero time.Time
+
+// stallTimeout is the CommandTimeout of tests that stop a connection on
+// purpose: short next to the default, so a stall costs a few seconds, yet
+// long enough for the establishment it also bounds (TCP, TLS, greeting,
+// authentication, EXAMINE) to finish on a two-core machine busy with the
+// whole suite under the race detector, where it was seen to take 4 s.
+const stallTimeout = 5 * time.Second

@@ -48,7 +48,7 @@ func TestSecurityModes(t *testing.T) {
 			if tc.sec == imapx.TLSOnConnect {
 				require.Equal(t, byte(0x16), wire[0], "the first byte is a TLS handshake record")
 			}
-			line := b.srv.WaitLog("Login: user=<"+b.user.Name()+">, method=PLAIN", 5*time.Second)
+			line := b.srv.WaitLog("Login: user=<"+b.user.Name()+">, method=PLAIN", dovecot.LogWait)
 			require.Equal(t, tc.tls, strings.Contains(line, ", TLS,"), "Dovecot's login line: %s", line)
 		})
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,7 +67,7 @@ func (b *tokenBundle) validToken() string { return b.as.Issue(b.user.Name()) }
 // the token was obtained once and introspected once.
 func (b *tokenBundle) requireLogin(mechanism string) {
 	b.t.Helper()
-	b.srv.WaitLog(fmt.Sprintf("user=<%s>, method=%s,", b.user.Name(), mechanism), 5*time.Second)
+	b.srv.WaitLog(fmt.Sprintf("user=<%s>, method=%s,", b.user.Name(), mechanism), dovecot.LogWait)
 	require.Equal(b.t, 1, b.tokenCalls.get())
 	require.Len(b.t, b.as.Introspections(), 1)
 	require.Zero(b.t, b.refusedCalls.get())
@@ -217,6 +216,6 @@ func TestPasswordAccountNeverUsesATokenMechanism(t *testing.T) {
 	ep := b.endpoint(imapx.TLSOnConnect)
 	ep.PermittedMechanisms = []sasl.Mechanism{sasl.OAuthBearer, sasl.ScramSHA256}
 	b.open(ep, imapx.SessionOptions{})
-	b.srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", 5*time.Second)
+	b.srv.WaitLog("user=<"+b.user.Name()+">, method=SCRAM-SHA-256", dovecot.LogWait)
 	require.Empty(t, b.as.Introspections())
 }

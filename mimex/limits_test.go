@@ -170,6 +170,12 @@ func TestLimitsAndUnreadable(t *testing.T) {
 
 // Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
 func TestPartCountAbandonedWithBoundedAllocations(t *testing.T) {
+	if raceEnabled {
+		// The race detector makes sync.Pool drop items at random (fmt's
+		// printers among them), so the counts vary from run to run by more
+		// than the few allocations this test allows.
+		t.Skip("allocation counts are not reproducible under the race detector")
+	}
 	lim := Limits{MaxPartCount: 1000}
 	at := flatMessage(1001)
 	over := flatMessage(5000)

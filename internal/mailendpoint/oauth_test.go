@@ -146,10 +146,10 @@ func (b *testBundle) statuses() []int {
 	return out
 }
 
-// logins returns Dovecot's login lines for the user, waiting up to a
-// second for want of them.
+// logins returns Dovecot's login lines for the user, waiting up to
+// dovecot.LogWait for want of them.
 func (b *testBundle) logins(want int) []string {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(dovecot.LogWait)
 	for {
 		var out []string
 		for _, line := range strings.Split(b.srv.Log(), "\n") {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,14 +219,25 @@ func TestWrongPasswordIsTriedOnce(t *testing.T) {
 	b := setup(t, nil, nil)
 	ep := b.endpoint(t, "")
 	ep.Password = func(context.Context) ([]byte, error) { return []byte("not-the-password"), nil }
-	_, err := mailsession.Open(b.ctx, b.registry, "acct", resilience.OperationFolderDiscovery, ep, opener)
+	var opens atomic.Int32
+	countingOpener := func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+		opens.Add(1)
+		return opener(ctx, ep)
+	}
+	_, err := mailsession.Open(b.ctx, b.registry, "acct", resilience.OperationFolderDiscovery, ep, countingOpener)
 	var authErr *imapx.AuthenticationError
 	require.ErrorAs(t, err, &authErr)
 	require.False(t, mailsession.IsMailboxUnavailable(err))
+	// Open returns only when the pipeline is done with it: every attempt it
+	// made has reached the opener, and the wire, by now.
+	require.Equal(t, int32(1), opens.Load(), "the establishment pipeline made one attempt")
 	require.Equal(t, 1, strings.Count(b.rec.String(), "AUTHENTICATE"), "one authentication was sent")
-	line := b.srv.WaitLog("("+b.user.Name()+",", 5*time.Second)
+	line := b.srv.WaitLog("("+b.user.Name()+",", dovecot.LogWait)
 	require.Contains(t, line, "mismatch")
-	time.Sleep(200 * time.Millisecond) // a second attempt would be logged by now
+	// Dovecot's login process sums up the one connection as it ends,
+	// counting the authentications it received.
+	line = b.srv.WaitLog("): user=<"+b.user.Name()+">,", dovecot.LogWait)
+	require.Contains(t, line, "auth failed, 1 attempts")
 	require.Equal(t, 1, strings.Count(b.srv.Log(), "("+b.user.Name()+","), "Dovecot saw one authentication")
 	require.NotContains(t, b.logs.String(), "retry scheduled")
 }

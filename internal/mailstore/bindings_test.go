@@ -61,7 +61,7 @@ func TestEnsureAccount(t *testing.T) {
 			defer close(done)
 			id2, err2 = mailstore.EnsureAccount(ctx, tx2, "a")
 		}()
-		requireBlocked(t, done)
+		requireBlocked(ctx, t, b.pool, tx1, tx2, done)
 		require.NoError(t, tx1.Commit(ctx))
 		<-done
 		require.NoError(t, err2)
@@ -70,14 +70,26 @@ func TestEnsureAccount(t *testing.T) {
 	})
 }
 
-// requireBlocked asserts that done stays open for a moment: the operation
-// behind it waits on a lock.
-func requireBlocked(t *testing.T, done <-chan struct{}) {
+// requireBlocked waits until PostgreSQL reports waiter's statement as
+// blocked by holder's transaction (pg_blocking_pids), and fails if the
+// operation behind done ends first: it did not wait for the other
+// transaction.
+func requireBlocked(ctx context.Context, t *testing.T, pool *pgxpool.Pool, holder, waiter pgx.Tx, done <-chan struct{}) {
 	t.Helper()
-	select {
-	case <-done:
-		t.Fatal("the operation did not wait for the other transaction")
-	case <-time.After(200 * time.Millisecond):
+	holderPID, waiterPID := int32(holder.Conn().PgConn().PID()), int32(waiter.Conn().PgConn().PID())
+	for {
+		var blocked bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT $1::int4 = ANY(pg_blocking_pids($2::int4))`, holderPID, waiterPID).Scan(&blocked))
+		if blocked {
+			return
+		}
+		select {
+		case <-done:
+			t.Fatal("the operation did not wait for the other transaction")
+		case <-ctx.Done():
+			t.Fatalf("the operation never waited on the other transaction: %v", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
@@ -269,7 +281,7 @@ func TestCommitBinding(t *testing.T) {
 			defer close(done)
 			adopted, change2, prev2, err2 = mailstore.CommitBinding(ctx, tx2, b.accountID, "INBOX", "INBOX", "/")
 		}()
-		requireBlocked(t, done)
+		requireBlocked(ctx, t, b.pool, tx1, tx2, done)
 		require.NoError(t, tx1.Commit(ctx))
 		<-done
 		require.NoError(t, err2)
@@ -298,7 +310,7 @@ func TestCommitBinding(t *testing.T) {
 			defer close(done)
 			_, _, _, err2 = mailstore.CommitBinding(ctx, tx2, b.accountID, "ARCHIVE", "Old Archive", "/")
 		}()
-		requireBlocked(t, done)
+		requireBlocked(ctx, t, b.pool, tx1, tx2, done)
 		require.NoError(t, tx1.Commit(ctx))
 		<-done
 		require.ErrorIs(t, err2, mailstore.ErrConcurrencyConflict)
@@ -335,7 +347,7 @@ func TestCommitBinding(t *testing.T) {
 			defer close(done)
 			bound, change2, _, err2 = mailstore.CommitBinding(ctx, tx2, b.accountID, "INBOX", "Inbox", "/")
 		}()
-		requireBlocked(t, done)
+		requireBlocked(ctx, t, b.pool, tx1, tx2, done)
 		require.NoError(t, tx1.Rollback(ctx))
 		<-done
 		require.NoError(t, err2)

@@ -41,9 +41,13 @@ func lockDataDir(path string) (*dataDirLock, error) {
 }
 
 // unlock releases the lock; the file stays, since removing a lock file
-// races with processes that have it open.
+// races with processes that have it open. The lock is released explicitly
+// before the file is closed: a child that another goroutine is forking at
+// that moment shares the open file until it execs, and closing alone would
+// leave the lock held until then.
 func (l *dataDirLock) unlock() {
 	if l != nil && l.f != nil {
+		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 		_ = l.f.Close()
 		l.f = nil
 	}

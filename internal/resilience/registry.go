@@ -369,16 +369,16 @@ func (p *pipeline) execute(caller, ctx context.Context, operation string, fn fun
 	if panicked {
 		panic(panicValue)
 	}
-	out, o, rejection := p.settle(caller, st, err)
+	o, rejection, out := p.settle(caller, st, err)
 	p.tel.executed(caller, operation, o, rejection, time.Since(start))
 	return out
 }
 
 // settle turns what the composed policies returned into what the caller
 // sees, and names the outcome for the metrics.
-func (p *pipeline) settle(caller context.Context, st *execution, err error) (error, outcome, Rejection) {
+func (p *pipeline) settle(caller context.Context, st *execution, err error) (outcome, Rejection, error) {
 	if err == nil {
-		return nil, outcomeSuccess, ""
+		return outcomeSuccess, "", nil
 	}
 	// The caller's own cancellation is never translated.
 	if cerr := caller.Err(); cerr != nil {
@@ -387,9 +387,9 @@ func (p *pipeline) settle(caller context.Context, st *execution, err error) (err
 			inner = d.err
 		}
 		if errors.Is(inner, cerr) {
-			return inner, outcomeCanceled, ""
+			return outcomeCanceled, "", inner
 		}
-		return cerr, outcomeCanceled, ""
+		return outcomeCanceled, "", cerr
 	}
 	switch err {
 	case bulkhead.ErrFull:
@@ -413,17 +413,17 @@ func (p *pipeline) settle(caller context.Context, st *execution, err error) (err
 		default:
 			// Expired while waiting to retry: the failure that ended the
 			// last attempt is the more useful of the two causes.
-			return last, outcomeTransient, ""
+			return outcomeTransient, "", last
 		}
 	}
 	if p.repeatable(err) {
-		return err, outcomeTransient, ""
+		return outcomeTransient, "", err
 	}
-	return err, outcomeTerminal, ""
+	return outcomeTerminal, "", err
 }
 
-func (p *pipeline) unavailable(kind Rejection, libErr error) (error, outcome, Rejection) {
-	return &DependencyUnavailableError{Class: p.key.Class, Instance: p.key.Instance, Rejection: kind, Err: libErr}, outcomeUnavailable, kind
+func (p *pipeline) unavailable(kind Rejection, libErr error) (outcome, Rejection, error) {
+	return outcomeUnavailable, kind, &DependencyUnavailableError{Class: p.key.Class, Instance: p.key.Instance, Rejection: kind, Err: libErr}
 }
 
 func (p *pipeline) onRetryScheduled(e failsafe.ExecutionScheduledEvent[any]) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/bulkhead"
@@ -411,30 +412,42 @@ func TestCircuitBreaker(t *testing.T) {
 		require.Equal(t, 1, calls.get())
 	})
 
+	// The break runs out on the fake clock of a synctest bubble: the
+	// breaker reads time.Now, and a Sleep inside the bubble moves it
+	// exactly as far as asked, at once.
+	breakDuration := circuitBudget.CircuitBreakerBreakDuration
+
 	t.Run("HalfOpensAfterTheBreakAndATrialSuccessCloses", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t, circuitBudget, nil, nil)
-		open(t, ctx, b, accountA, 4)
-		requireUnavailable(t, b.registry.Execute(ctx, accountA, "INBOX", succeed), accountA, resilience.RejectionCircuitOpen, circuitbreaker.ErrOpen)
+		synctest.Test(t, func(t *testing.T) {
+			ctx, b := setup(t, circuitBudget, nil, nil)
+			open(t, ctx, b, accountA, 4)
+			requireUnavailable(t, b.registry.Execute(ctx, accountA, "INBOX", succeed), accountA, resilience.RejectionCircuitOpen, circuitbreaker.ErrOpen)
 
-		time.Sleep(200 * time.Millisecond)
-		var calls counter
-		require.NoError(t, b.registry.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error {
-			calls.inc()
-			return nil
-		}), "after the break one trial call goes through")
-		require.Equal(t, 1, calls.get())
-		require.NoError(t, b.registry.Execute(ctx, accountA, "INBOX", succeed), "its success closed the circuit")
-		require.Contains(t, b.logs.String(), `"msg":"outbound circuit closed"`)
+			time.Sleep(breakDuration - time.Nanosecond)
+			requireUnavailable(t, b.registry.Execute(ctx, accountA, "INBOX", succeed), accountA, resilience.RejectionCircuitOpen, circuitbreaker.ErrOpen)
+
+			time.Sleep(time.Nanosecond)
+			var calls counter
+			require.NoError(t, b.registry.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error {
+				calls.inc()
+				return nil
+			}), "after the break one trial call goes through")
+			require.Equal(t, 1, calls.get())
+			require.NoError(t, b.registry.Execute(ctx, accountA, "INBOX", succeed), "its success closed the circuit")
+			require.Contains(t, b.logs.String(), `"msg":"outbound circuit closed"`)
+		})
 	})
 
 	t.Run("AFailedTrialOpensAgain", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t, circuitBudget, nil, nil)
-		open(t, ctx, b, accountA, 4)
-		time.Sleep(200 * time.Millisecond)
-		open(t, ctx, b, accountA, 1)
-		requireUnavailable(t, b.registry.Execute(ctx, accountA, "INBOX", succeed), accountA, resilience.RejectionCircuitOpen, circuitbreaker.ErrOpen)
+		synctest.Test(t, func(t *testing.T) {
+			ctx, b := setup(t, circuitBudget, nil, nil)
+			open(t, ctx, b, accountA, 4)
+			time.Sleep(breakDuration)
+			open(t, ctx, b, accountA, 1)
+			requireUnavailable(t, b.registry.Execute(ctx, accountA, "INBOX", succeed), accountA, resilience.RejectionCircuitOpen, circuitbreaker.ErrOpen)
+		})
 	})
 
 	t.Run("OneCircuitPerInstance", func(t *testing.T) {

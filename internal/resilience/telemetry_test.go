@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -25,41 +26,47 @@ func TestTelemetry(t *testing.T) {
 	// exhausted transient failure that opens account-a's circuit, a
 	// rejection by that circuit, a terminal failure, a success, a
 	// cancellation, a provider failure, and the circuit's recovery.
-	run := func(t *testing.T) (*testBundle, []logLine) {
+	run := func(t *testing.T) (b *testBundle, lines []logLine) {
 		t.Helper()
-		ctx, b := setup(t, fastBudget(func(b *resilience.Budget) {
-			b.MaxAttempts = 2
-			b.BaseDelay, b.MaxDelay = 10*time.Millisecond, 10*time.Millisecond
-			b.AttemptTimeout = time.Second
-			b.CircuitBreakerMinimumThroughput = 2
-			b.CircuitBreakerBreakDuration = 100 * time.Millisecond
-		}), nil, nil)
-		r := b.registry
+		// The break runs out on the fake clock of a synctest bubble, so
+		// the trial call comes exactly one break duration after the
+		// circuit opened.
+		const breakDuration = 100 * time.Millisecond
+		synctest.Test(t, func(t *testing.T) {
+			var ctx context.Context
+			ctx, b = setup(t, fastBudget(func(b *resilience.Budget) {
+				b.MaxAttempts = 2
+				b.BaseDelay, b.MaxDelay = 10*time.Millisecond, 10*time.Millisecond
+				b.AttemptTimeout = time.Second
+				b.CircuitBreakerMinimumThroughput = 2
+				b.CircuitBreakerBreakDuration = breakDuration
+			}), nil, nil)
+			r := b.registry
 
-		// The failures all carry the sentinel in their text: the address a
-		// mail server quotes, its own words, a payload.
-		transient := &transportFailure{op: "UID FETCH", err: &transientFailure{}}
-		terminal := errors.New(sentinel)
+			// The failures all carry the sentinel in their text: the address a
+			// mail server quotes, its own words, a payload.
+			transient := &transportFailure{op: "UID FETCH", err: &transientFailure{}}
+			terminal := errors.New(sentinel)
 
-		require.ErrorIs(t, r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return transient }), transient)
-		require.True(t, resilience.IsDependencyUnavailable(r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return nil })))
-		require.ErrorIs(t, r.Execute(ctx, accountB, "Archive", func(ctx context.Context) error { return terminal }), terminal)
-		require.NoError(t, r.Execute(ctx, accountB, "Archive", func(ctx context.Context) error { return nil }))
-		cctx, cancel := context.WithCancel(ctx)
-		require.ErrorIs(t, r.Execute(cctx, database, "select", func(ctx context.Context) error { cancel(); return blockUntilDone(ctx) }), context.Canceled)
-		refused := httpStatusError(400) // a refused request: terminal for a provider
-		require.Equal(t, error(refused), r.Execute(ctx, provider, "embed", func(ctx context.Context) error { return refused }))
+			require.ErrorIs(t, r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return transient }), transient)
+			require.True(t, resilience.IsDependencyUnavailable(r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return nil })))
+			require.ErrorIs(t, r.Execute(ctx, accountB, "Archive", func(ctx context.Context) error { return terminal }), terminal)
+			require.NoError(t, r.Execute(ctx, accountB, "Archive", func(ctx context.Context) error { return nil }))
+			cctx, cancel := context.WithCancel(ctx)
+			require.ErrorIs(t, r.Execute(cctx, database, "select", func(ctx context.Context) error { cancel(); return blockUntilDone(ctx) }), context.Canceled)
+			refused := httpStatusError(400) // a refused request: terminal for a provider
+			require.Equal(t, error(refused), r.Execute(ctx, provider, "embed", func(ctx context.Context) error { return refused }))
 
-		// After the break the trial call, on another folder, closes it.
-		time.Sleep(150 * time.Millisecond)
-		require.NoError(t, r.Execute(ctx, accountA, "Sent", func(ctx context.Context) error { return nil }))
+			// After the break the trial call, on another folder, closes it.
+			time.Sleep(breakDuration)
+			require.NoError(t, r.Execute(ctx, accountA, "Sent", func(ctx context.Context) error { return nil }))
 
-		var lines []logLine
-		for _, raw := range strings.Split(strings.TrimSpace(b.logs.String()), "\n") {
-			var l logLine
-			require.NoError(t, json.Unmarshal([]byte(raw), &l), raw)
-			lines = append(lines, l)
-		}
+			for _, raw := range strings.Split(strings.TrimSpace(b.logs.String()), "\n") {
+				var l logLine
+				require.NoError(t, json.Unmarshal([]byte(raw), &l), raw)
+				lines = append(lines, l)
+			}
+		})
 		return b, lines
 	}
 

@@ -24,7 +24,8 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
 )
 
-const logWait = 5 * time.Second
+// logWait bounds the wait for a connection state or a Dovecot log line.
+const logWait = dovecot.LogWait
 
 // dialTLS connects to s's implicit-TLS listener the way imapx does: its own
 // TLS stream, wrapped in sasl.FixEmptyResponses, handed to imapclient.New.

@@ -221,6 +221,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		password := opts.UIPassword
 		if password == nil {
 			if !embedded {
+				//lint:ignore ST1005 "River UI" is the job queue's dashboard, a proper name, so its capital stays.
 				return errors.New("River UI needs a password when a database is configured")
 			}
 			var note string

@@ -77,7 +77,7 @@ func TestWithOAuth2(t *testing.T) {
 		st := dialRaw(t, "", s.TLSAddr(), s.TLSConfig()).authenticate(mech, bearer(mech, u.Name(), token, &refusal))
 		require.True(t, strings.HasPrefix(st, "OK"), "%s: %s", mech, st)
 		require.Empty(t, refusal)
-		s.WaitLog(fmt.Sprintf("user=<%s>, method=%s,", u.Name(), mech), 5*time.Second)
+		s.WaitLog(fmt.Sprintf("user=<%s>, method=%s,", u.Name(), mech), dovecot.LogWait)
 	}
 	require.Equal(t, []string{token, token}, as.Introspections(), "every login introspects the token")
 

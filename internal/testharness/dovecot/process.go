@@ -152,16 +152,6 @@ func (p *process) stop() {
 	<-p.exited
 }
 
-// running reports whether the master has not exited.
-func (p *process) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
 // freeAddrs returns one host:port per host, each with a port that was free
 // a moment ago; all are held open together so no two are the same. Another
 // process may take a port before Dovecot binds it; callers retry.

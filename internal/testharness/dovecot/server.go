@@ -300,6 +300,13 @@ func (s *Server) LogPath() string { return s.in.params.logFile() }
 // not be there yet: use WaitLog for that.
 func (s *Server) Log() string { return readFileString(s.LogPath()) }
 
+// LogWait is how long a test should let WaitLog wait for the line of an
+// event that has already happened. Dovecot's processes log through its log
+// process, which a machine busy with the whole suite may hold back for
+// seconds; WaitLog returns as soon as the line is there, so the bound only
+// decides how long a missing line takes to fail.
+const LogWait = 30 * time.Second
+
 // WaitLog waits up to timeout for a log line containing substr and returns
 // the first such line, failing the test if none appears.
 func (s *Server) WaitLog(substr string, timeout time.Duration) string {

@@ -94,8 +94,16 @@ func (c *conn) reserve(dir Direction, want int64) (allowed int64, act action, ok
 	p := c.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for (c.stalled || p.stallAll) && !c.closed && !p.closed {
-		p.resumed.Wait()
+	if (c.stalled || p.stallAll) && !c.closed && !p.closed {
+		held := &p.heldDown
+		if dir == ClientToServer {
+			held = &p.heldUp
+		}
+		*held += want
+		for (c.stalled || p.stallAll) && !c.closed && !p.closed {
+			p.resumed.Wait()
+		}
+		*held -= want
 	}
 	if c.closed || c.cutting || p.closed {
 		return 0, 0, false

@@ -30,6 +30,8 @@ type Proxy struct {
 	refuse    bool
 	stallAll  bool
 	closed    bool
+	heldUp    int64 // bytes read from clients that a stall keeps back
+	heldDown  int64 // bytes read from servers that a stall keeps back
 	wg        sync.WaitGroup
 	live      atomic.Int64 // running goroutines, for leak tests
 	accepted  atomic.Int64
@@ -218,12 +220,15 @@ type Stats struct {
 	Active int
 	// ClientToServer and ServerToClient count the bytes forwarded.
 	ClientToServer, ServerToClient int64
+	// HeldClientToServer and HeldServerToClient count the bytes the proxy
+	// has read and a stall keeps from the other side now.
+	HeldClientToServer, HeldServerToClient int64
 }
 
 // Stats returns the current counters.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
-	active := len(p.conns)
+	active, heldUp, heldDown := len(p.conns), p.heldUp, p.heldDown
 	p.mu.Unlock()
 	return Stats{
 		Accepted:       p.accepted.Load(),
@@ -233,6 +238,9 @@ func (p *Proxy) Stats() Stats {
 		Active:         active,
 		ClientToServer: p.upBytes.Load(),
 		ServerToClient: p.downBytes.Load(),
+
+		HeldClientToServer: heldUp,
+		HeldServerToClient: heldDown,
 	}
 }
 

@@ -236,7 +236,8 @@ func TestStallAfterKeepsSocketOpenUntilResume(t *testing.T) {
 	// Frozen both ways: what the client sends now is held too.
 	_, err = c.Write(payload(20))
 	require.NoError(t, err)
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return p.Stats().HeldClientToServer > 0 }, 5*time.Second, time.Millisecond,
+		"the proxy read what the client sent")
 	require.Equal(t, int64(100), p.Stats().ClientToServer)
 
 	p.Resume()
