@@ -96,11 +96,13 @@ func TestCrashRecoveryRepeatedSIGKILL(t *testing.T) {
 			time.Sleep(delay)
 			what = fmt.Sprintf("%v after exec", delay)
 		case killAccountRun:
-			// Make the account's next run due now, as its interval would.
+			// Make the account's next run due now, as its interval would,
+			// once the process serves: a start shortly after the last run
+			// began holds the run back by the restart grace.
+			p = b.start(t, name)
 			_, err := b.pool.Exec(t.Context(), `UPDATE river_job SET state = 'available', scheduled_at = now()
 				WHERE kind = 'account_run' AND state IN ('scheduled', 'retryable')`)
 			require.NoError(t, err)
-			p = b.start(t, name)
 			b.waitJob(t, p, "account_run", 2*time.Millisecond, resumeWithin, func(state string) bool { return state == "running" })
 			delay := time.Duration(rng.IntN(15)) * time.Millisecond
 			time.Sleep(delay)
