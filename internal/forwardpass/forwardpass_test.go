@@ -22,6 +22,32 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// testBundle is a database with the INBOX of account "primary" bound, and
+// a connection for a pass to write on.
+type testBundle struct {
+	pool    *pgxpool.Pool
+	binding mailstore.Binding
+	conn    *pgxpool.Conn
+}
+
+func setup(t *testing.T) (context.Context, *testBundle) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(conn.Release)
+	return ctx, &testBundle{pool: pool, binding: binding, conn: conn}
+}
+
 // answerTwiceSession serves UIDs 1..n and answers every body fetch for
 // UID twice, as a server may (an unsolicited FETCH beside the solicited
 // one).
@@ -80,19 +106,8 @@ func (s *answerTwiceSession) Recover(ctx context.Context) (imapx.FolderState, er
 // lanes have answered.
 func TestForwardPassIgnoresASecondAnswerForOneUID(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	pool := dbtest.Pool(t)
-	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
-	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
+	ctx, b := setup(t)
+	pool, binding, conn := b.pool, b.binding, b.conn
 	second, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer second.Release()
@@ -116,19 +131,8 @@ func TestForwardPassIgnoresASecondAnswerForOneUID(t *testing.T) {
 // workers' tests recreate a folder in Dovecot.
 func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	pool := dbtest.Pool(t)
-	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
-	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
+	ctx, b := setup(t)
+	pool, binding, conn := b.pool, b.binding, b.conn
 	limits := Limits{BatchSize: 2, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -200,23 +204,10 @@ func (s *countingSession) FetchBodies(ctx context.Context, uids []uint32, maxByt
 func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 	t.Parallel()
 
-	type testBundle struct {
-		pool    *pgxpool.Pool
-		binding mailstore.Binding
-	}
-	setup := func(t *testing.T, failures int) (context.Context, *testBundle) {
+	setupConflicts := func(t *testing.T, failures int) (context.Context, *testBundle) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		t.Cleanup(cancel)
-		pool := dbtest.Pool(t)
-		accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
-		require.NoError(t, err)
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-		_, err = pool.Exec(ctx, fmt.Sprintf(`
+		ctx, b := setup(t)
+		_, err := b.pool.Exec(ctx, fmt.Sprintf(`
 			CREATE SEQUENCE injected_conflicts;
 			CREATE FUNCTION inject_conflict() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
@@ -228,7 +219,7 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 			CREATE TRIGGER inject_conflict BEFORE INSERT ON email_message_contents
 				FOR EACH ROW EXECUTE FUNCTION inject_conflict();`, failures))
 		require.NoError(t, err)
-		return ctx, &testBundle{pool: pool, binding: binding}
+		return ctx, b
 	}
 	run := func(ctx context.Context, t *testing.T, b *testBundle, sess Session, attempts int) (Report, error) {
 		t.Helper()
@@ -243,7 +234,7 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 
 	t.Run("WrittenAgainWithoutFetchingAgain", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t, 2)
+		ctx, b := setupConflicts(t, 2)
 		sess := &countingSession{answerTwiceSession: answerTwiceSession{n: 5}}
 		rep, err := run(ctx, t, b, sess, 3)
 		require.NoError(t, err)
@@ -256,7 +247,7 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 
 	t.Run("DeferredOnceTheAttemptsAreSpent", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t, 100)
+		ctx, b := setupConflicts(t, 100)
 		sess := &countingSession{answerTwiceSession: answerTwiceSession{n: 5}}
 		_, err := run(ctx, t, b, sess, 2)
 		require.ErrorIs(t, err, mailstore.ErrConcurrencyConflict)
@@ -312,19 +303,8 @@ func (s *withholdingSession) ExistingUIDs(_ context.Context, uids []uint32) ([]u
 // empty message is stored as an empty message.
 func TestForwardPassDoesNotStepOverWithheldContent(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	pool := dbtest.Pool(t)
-	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
-	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
+	ctx, b := setup(t)
+	pool, binding, conn := b.pool, b.binding, b.conn
 	sess := &withholdingSession{answerTwiceSession: answerTwiceSession{n: 8}, withheld: 5, expunged: 3, empty: 2}
 	pass := func() (Report, error) {
 		return Run(ctx, conn, sess, binding, Limits{BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
@@ -396,19 +376,8 @@ func (s *stoppingSession) FetchBodies(ctx context.Context, uids []uint32, maxByt
 // and reports work left, as at its batch bound.
 func TestForwardPassStopsAtABatchBoundary(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	pool := dbtest.Pool(t)
-	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
-	require.NoError(t, err)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
+	ctx, b := setup(t)
+	pool, binding, conn := b.pool, b.binding, b.conn
 	sess := &stoppingSession{answerTwiceSession: answerTwiceSession{n: 30}, stop: make(chan struct{})}
 	rep, err := Run(ctx, conn, sess, binding, Limits{BatchSize: 10, BatchesPerRun: 3, MaxRawMimeBytes: 1 << 20, Stopping: sess.stop,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}},
