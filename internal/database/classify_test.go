@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -18,8 +17,8 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
-	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/testharness/verdicts"
 )
 
 func TestClassifyDatabase(t *testing.T) {
@@ -53,9 +52,9 @@ func TestClassifyDatabase(t *testing.T) {
 	require.ErrorAs(t, authRefused, &pgErr)
 	require.Equal(t, "28P01", pgErr.Code)
 
-	checkFamily(t, resilience.FamilyDatabase, []verdictCase{
+	verdicts.Check(t, resilience.FamilyDatabase, []verdicts.Case{
 		{"serialization failure", &pgconn.PgError{Code: "40001", Message: "SENTINEL"}, resilience.Transient},
-		{"deadlock", wrapped(&pgconn.PgError{Code: "40P01"}), resilience.Transient},
+		{"deadlock", verdicts.Wrapped(&pgconn.PgError{Code: "40P01"}), resilience.Transient},
 		{"unique violation", &pgconn.PgError{Code: "23505", ConstraintName: "some_other_key"}, resilience.Terminal},
 		{"undefined table", &pgconn.PgError{Code: "42P01"}, resilience.Terminal},
 		{"statement cancelled", &pgconn.PgError{Code: "57014"}, resilience.Terminal},
@@ -67,58 +66,13 @@ func TestClassifyDatabase(t *testing.T) {
 		{"safe to retry", onClosed, resilience.Transient},
 		{"attempt timeout", resilience.ErrAttemptTimeout, resilience.Transient},
 		{"concurrency conflict", mailstore.ErrConcurrencyConflict, resilience.Terminal},
-		{"concurrency conflict with reason", wrapped(&mailstore.ConcurrencyConflictError{Reason: "checkpoint moved"}), resilience.Terminal},
+		{"concurrency conflict with reason", verdicts.Wrapped(&mailstore.ConcurrencyConflictError{Reason: "checkpoint moved"}), resilience.Terminal},
 		{"conflict constraint", &pgconn.PgError{Code: "23505", ConstraintName: "synchronization_checkpoints_pkey"}, resilience.Terminal},
 		{"concurrency conflict that was a serialization failure", errors.Join(mailstore.ErrConcurrencyConflict, &pgconn.PgError{Code: "40001"}), resilience.Terminal},
 		{"bare network error", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, resilience.Terminal},
 		{"bare EOF", io.ErrUnexpectedEOF, resilience.Terminal},
-		{"spent budget over a transient cause", spent{&pgconn.PgError{Code: "40001"}}, resilience.Terminal},
+		{"spent budget over a transient cause", verdicts.Spent(&pgconn.PgError{Code: "40001"}), resilience.Terminal},
 	})
-}
-
-// wrapped wraps err the way an adapter adds context.
-func wrapped(err error) error { return fmt.Errorf("adapter: %w", err) }
-
-// spent is a translation of a failure that survived its own pipeline:
-// whatever the cause says, no outer pipeline repeats it.
-type spent struct{ err error }
-
-func (e spent) Error() string     { return "spent: " + e.err.Error() }
-func (e spent) Unwrap() error     { return e.err }
-func (e spent) BudgetSpent() bool { return true }
-
-// checkFamily asserts the verdict of every case for every class of the
-// family, through the registry every outbound call runs under.
-func checkFamily(t *testing.T, family resilience.Family, cases []verdictCase) {
-	t.Helper()
-	reg, err := outbound.NewRegistry(nil, nil, nil)
-	require.NoError(t, err)
-	var classes []resilience.DependencyClass
-	for _, c := range resilience.Classes() {
-		if c.Family() == family {
-			classes = append(classes, c)
-		}
-	}
-	require.NotEmpty(t, classes)
-	cases = append(cases,
-		verdictCase{"caller cancellation", context.Canceled, resilience.Canceled},
-		verdictCase{"unrecognized", errors.New("SENTINEL"), resilience.Terminal},
-		verdictCase{"nested pipeline rejection", &resilience.DependencyUnavailableError{Class: resilience.MailboxSessionEstablishment, Instance: "a", Rejection: resilience.RejectionCircuitOpen}, resilience.Terminal},
-	)
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			for _, class := range classes {
-				require.Equal(t, tc.want, reg.Classify(class, tc.err), "%s: %T", class, tc.err)
-			}
-		})
-	}
-}
-
-type verdictCase struct {
-	name string
-	err  error
-	want resilience.Verdict
 }
 
 // closedAddress returns a loopback address nothing listens on.
@@ -218,13 +172,13 @@ func TestConnectionLost(t *testing.T) {
 	}{
 		{"connection refused", refused, true},
 		{"query on a closed connection", onClosed, true},
-		{"connection dropped under a query", wrapped(dropped), true},
+		{"connection dropped under a query", verdicts.Wrapped(dropped), true},
 		{"server shutting down", &pgconn.PgError{Code: "57P01"}, true},
 		{"connection exception", &pgconn.PgError{Code: "08006"}, true},
 		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
-		{"closed by pgx", wrapped(pgconn.ErrConnClosed), true},
+		{"closed by pgx", verdicts.Wrapped(pgconn.ErrConnClosed), true},
 		{"a constraint", &pgconn.PgError{Code: "23514"}, false},
-		{"a mail server's TLS refusal", wrapped(&net.OpError{Op: "remote error", Net: "tcp", Err: tls.AlertError(42)}), false},
+		{"a mail server's TLS refusal", verdicts.Wrapped(&net.OpError{Op: "remote error", Net: "tcp", Err: tls.AlertError(42)}), false},
 		{"a bare network error", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
 		{"a bare EOF", io.EOF, false},
 		{"nil", nil, false},
