@@ -199,12 +199,41 @@ func (p configParams) render() string {
 		w("  user = $default_internal_user")
 		w("}")
 	}
+	if _, own := p.extraGreeting(); !own {
+		// A greeting only this instance sends, so a start can tell its own
+		// listener from another process that took the port first.
+		w("")
+		w("login_greeting = %s", p.greeting())
+	}
 	for _, extra := range p.opts.extra {
 		w("")
 		w("# WithExtraConfig")
 		w("%s", extra)
 	}
 	return b.String()
+}
+
+// greeting returns the text this instance's listeners greet with: the one
+// WithExtraConfig sets, or one naming the instance's directory.
+func (p configParams) greeting() string {
+	if g, ok := p.extraGreeting(); ok {
+		return g
+	}
+	return "Dovecot ready (" + filepath.Base(p.dir) + ")."
+}
+
+// extraGreeting returns the login_greeting WithExtraConfig sets, if any.
+func (p configParams) extraGreeting() (string, bool) {
+	found, greeting := false, ""
+	for _, extra := range p.opts.extra {
+		for _, line := range strings.Split(extra, "\n") {
+			name, value, ok := strings.Cut(line, "=")
+			if ok && strings.TrimSpace(name) == "login_greeting" {
+				found, greeting = true, strings.TrimSpace(value)
+			}
+		}
+	}
+	return greeting, found
 }
 
 func splitHostPort(addr string) (host, port string) {

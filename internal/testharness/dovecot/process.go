@@ -34,10 +34,12 @@ type process struct {
 }
 
 // startProcess starts `dovecot -F -c conf` and waits until the plain
-// listener at probeAddr greets with its capabilities, which happens only
-// after the auth process is up. On failure it returns the stopped process,
+// listener at probeAddr greets with its capabilities and greeting, which
+// happens only after the auth process is up. A greeting with another text
+// comes from a process that took the port first; the master then exits
+// on its bind error and the caller retries with other ports. On failure it returns the stopped process,
 // if one was started, for its output.
-func startProcess(binary, conf, dir, probeAddr string) (*process, error) {
+func startProcess(binary, conf, dir, probeAddr, greeting string) (*process, error) {
 	p := &process{exited: make(chan struct{}), output: filepath.Join(dir, "dovecot.out")}
 	// A file, not a pipe, so that exec.Cmd.Wait returns when the master
 	// exits rather than when every process that inherited the pipe has
@@ -67,7 +69,7 @@ func startProcess(binary, conf, dir, probeAddr string) (*process, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if err := waitGreeting(ctx, probeAddr, p.exited); err != nil {
+	if err := waitGreeting(ctx, probeAddr, greeting, p.exited); err != nil {
 		p.stop()
 		if errors.Is(err, errExited) {
 			err = fmt.Errorf("%w (%v)", err, p.err)
@@ -80,8 +82,9 @@ func startProcess(binary, conf, dir, probeAddr string) (*process, error) {
 // errExited reports that the master exited while a start waited for it.
 var errExited = errors.New("dovecot exited during start-up")
 
-// waitGreeting dials addr until it answers with a capability greeting.
-func waitGreeting(ctx context.Context, addr string, exited <-chan struct{}) error {
+// waitGreeting dials addr until it answers with a capability greeting
+// ending in greeting.
+func waitGreeting(ctx context.Context, addr, greeting string, exited <-chan struct{}) error {
 	var lastErr error
 	for delay := 2 * time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
 		select {
@@ -89,7 +92,7 @@ func waitGreeting(ctx context.Context, addr string, exited <-chan struct{}) erro
 			return errExited
 		default:
 		}
-		if lastErr = probe(ctx, addr); lastErr == nil {
+		if lastErr = probe(ctx, addr, greeting); lastErr == nil {
 			return nil
 		}
 		select {
@@ -102,7 +105,7 @@ func waitGreeting(ctx context.Context, addr string, exited <-chan struct{}) erro
 	}
 }
 
-func probe(ctx context.Context, addr string) error {
+func probe(ctx context.Context, addr, greeting string) error {
 	d := net.Dialer{Timeout: time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -120,6 +123,9 @@ func probe(ctx context.Context, addr string) error {
 		// first while auth is starting.
 		if strings.HasPrefix(line, "* OK [CAPABILITY ") {
 			_, _ = conn.Write([]byte("x LOGOUT\r\n"))
+			if !strings.HasSuffix(strings.TrimRight(line, "\r\n"), "] "+greeting) {
+				return fmt.Errorf("another server answers at %s: %q", addr, line)
+			}
 			return nil
 		}
 		if !strings.HasPrefix(line, "* OK") {

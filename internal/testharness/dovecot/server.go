@@ -205,7 +205,7 @@ func (in *instance) start(newPorts bool) error {
 		logStart := len(readFileString(in.params.logFile()))
 		begin := time.Now()
 		var proc *process
-		proc, err = startProcess(in.binary, in.conf, in.params.dir, in.params.plainAddr)
+		proc, err = startProcess(in.binary, in.conf, in.params.dir, in.params.plainAddr, in.params.greeting())
 		if err == nil {
 			in.proc = proc
 			in.generation++
