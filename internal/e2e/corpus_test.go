@@ -25,20 +25,29 @@ type corpus struct {
 	bytes  int64
 }
 
-// seedCorpus writes n generated messages into folder (straight into the
-// Maildir, in chunks), message i of size mailgen.ReferenceSize/divisor, and returns
-// their UIDs and SHA-256 digests. SeedMaildir writes exactly the bytes
-// given, so the digests are those of the bytes the server serves.
+// seedCorpus writes n generated prose messages into folder (straight into
+// the Maildir, in chunks), message i of size mailgen.ReferenceSize/divisor,
+// and returns their UIDs and SHA-256 digests. SeedMaildir writes exactly
+// the bytes given, so the digests are those of the bytes the server serves.
 func seedCorpus(t testing.TB, u *dovecot.User, folder string, n int, seed uint64, divisor int) corpus {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
+	return seedMessages(t, u, folder, n, func(i int) []byte {
+		return mailgen.Message(seed, i, max(1, mailgen.ReferenceSize(rng)/divisor))
+	})
+}
+
+// seedMessages writes message(i) for i in [0, n) into folder like
+// seedCorpus.
+func seedMessages(t testing.TB, u *dovecot.User, folder string, n int, message func(i int) []byte) corpus {
+	t.Helper()
 	c := corpus{folder: folder}
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	const chunk = 250
 	for start := 0; start < n; start += chunk {
 		msgs := make([]dovecot.SeedMessage, 0, chunk)
 		for i := start; i < min(n, start+chunk); i++ {
-			raw := mailgen.Message(seed, i, max(1, mailgen.ReferenceSize(rng)/divisor))
+			raw := message(i)
 			c.sums = append(c.sums, sha256.Sum256(raw))
 			c.sizes = append(c.sizes, len(raw))
 			c.bytes += int64(len(raw))
