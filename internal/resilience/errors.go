@@ -41,8 +41,6 @@ const (
 	RejectionTotalTimeout Rejection = "total_timeout"
 )
 
-var rejections = [...]Rejection{RejectionConcurrencyLimit, RejectionCircuitOpen, RejectionAttemptTimeout, RejectionTotalTimeout}
-
 func (r Rejection) describe() string {
 	switch r {
 	case RejectionConcurrencyLimit:

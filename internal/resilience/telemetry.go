@@ -29,8 +29,6 @@ const (
 	outcomeCanceled outcome = "canceled"
 )
 
-var outcomes = [...]outcome{outcomeSuccess, outcomeTerminal, outcomeTransient, outcomeUnavailable, outcomeCanceled}
-
 // Circuit states as the "state" label and the state gauge's value.
 const (
 	stateClosed   = "closed"
@@ -102,39 +100,38 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // pipelineTelemetry is the instruments and the logger of one key.
+//
+// A key's series are created when they first have something to count: an
+// instance that only ever succeeds has its success histogram and its
+// circuit state, not a zero series for every outcome, rejection and retry.
+// Every configured account has two mailbox pipelines for as long as the
+// process runs, so what a pipeline keeps is what an account costs.
 type pipelineTelemetry struct {
-	log          *slog.Logger
-	retries      prometheus.Counter
-	rejections   map[Rejection]prometheus.Counter
-	stateChanges *prometheus.CounterVec
-	state        prometheus.Gauge
-	duration     map[outcome]prometheus.Observer
+	m               *metrics
+	class, instance string
+	log             *slog.Logger
+	stateChanges    *prometheus.CounterVec
+	state           prometheus.Gauge
 }
 
 func (m *metrics) forKey(key Key, logger *slog.Logger) *pipelineTelemetry {
 	class := string(key.Class)
 	t := &pipelineTelemetry{
+		m:            m,
+		class:        class,
+		instance:     key.Instance,
 		log:          logger.With(slog.String("class", class), slog.String("instance", key.Instance)),
-		retries:      m.retries.WithLabelValues(class, key.Instance),
-		rejections:   map[Rejection]prometheus.Counter{},
 		stateChanges: m.stateChanges.MustCurryWith(prometheus.Labels{"class": class, "instance": key.Instance}),
 		state:        m.state.WithLabelValues(class, key.Instance),
-		duration:     map[outcome]prometheus.Observer{},
-	}
-	for _, r := range rejections {
-		t.rejections[r] = m.rejections.WithLabelValues(class, key.Instance, string(r))
-	}
-	for _, o := range outcomes {
-		t.duration[o] = m.duration.WithLabelValues(class, key.Instance, string(o))
 	}
 	t.state.Set(0)
 	return t
 }
 
 func (t *pipelineTelemetry) executed(ctx context.Context, operation string, o outcome, r Rejection, d time.Duration) {
-	t.duration[o].Observe(d.Seconds())
+	t.m.duration.WithLabelValues(t.class, t.instance, string(o)).Observe(d.Seconds())
 	if r != "" {
-		t.rejections[r].Inc()
+		t.m.rejections.WithLabelValues(t.class, t.instance, string(r)).Inc()
 		t.log.LogAttrs(ctx, slog.LevelDebug, "outbound dependency unavailable",
 			slog.String("operation", operation), slog.String("rejection", string(r)))
 	}
@@ -143,7 +140,7 @@ func (t *pipelineTelemetry) executed(ctx context.Context, operation string, o ou
 // retryScheduled logs a retry with the failure's type name, never its text:
 // a mail server puts the rejected recipient into its error text.
 func (t *pipelineTelemetry) retryScheduled(ctx context.Context, operation string, failure error, attempt int, delay time.Duration) {
-	t.retries.Inc()
+	t.m.retries.WithLabelValues(t.class, t.instance).Inc()
 	t.log.LogAttrs(ctx, slog.LevelInfo, "outbound call failed; retry scheduled",
 		slog.String("operation", operation),
 		slog.String("failure_type", FailureType(failure)),
