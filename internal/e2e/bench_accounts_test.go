@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+// Memory targets for many configured accounts: what serve keeps must
+// follow the work in flight, not the account list.
+const (
+	targetBytesPerAccount = 20 << 10
+	targetRSSAt1000       = 130 << 20
+)
+
+// BenchmarkManyAccounts measures one `mailfathom serve` with default
+// bounds against one Dovecot holding N accounts of five small messages each
+// (small and alike, so the figures show what an account costs, not what
+// its mail does):
+// the time until every account's first run has stored its mail, the peak
+// RSS, and the RSS each configured account adds over the smallest size.
+// It runs on demand only:
+//
+//	go test -run '^$' -bench ManyAccounts -benchtime 1x -timeout 30m ./internal/e2e
+//
+// MAILFATHOM_BENCH_ACCOUNTS lists the sizes (default 10,100,1000).
+func BenchmarkManyAccounts(b *testing.B) {
+	var sizes []int
+	for _, f := range strings.Split(cmp.Or(os.Getenv("MAILFATHOM_BENCH_ACCOUNTS"), "10,100,1000"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		require.NoError(b, err, "MAILFATHOM_BENCH_ACCOUNTS")
+		require.Positive(b, n, "MAILFATHOM_BENCH_ACCOUNTS")
+		sizes = append(sizes, n)
+	}
+	binary(b)
+	var baseRSS int64
+	var baseAccounts int
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("accounts=%d", n), func(b *testing.B) {
+			bundle := setup(b, pgtest.Database(b))
+			const perAccount = 5
+			for i := range n {
+				u := bundle.server.NewUser()
+				seedMessages(b, u, "INBOX", perAccount, func(j int) []byte { return mailgen.Message(uint64(i), j, 3000) })
+				bundle.addAccount(b, fmt.Sprintf("acct-%d", i), u)
+			}
+			bundle.env["MAILFATHOM_SYNC_INTERVAL"] = "5m"
+			migrate(b, bundle.dbURL)
+
+			var rss int64
+			var round time.Duration
+			for i := range b.N {
+				if i > 0 {
+					_, err := bundle.pool.Exec(b.Context(), "TRUNCATE stored_emails CASCADE")
+					require.NoError(b, err)
+				}
+				start := time.Now()
+				p := startServe(b, fmt.Sprintf("serve-%d", i), bundle.dir, bundle.env)
+				for bundle.storedCount(b) < n*perAccount {
+					require.True(b, p.running(), "serve exited:\n%s", tailLines(p.rawLog(), 40))
+					require.Less(b, time.Since(start), 20*time.Minute, "the round did not finish:\n%s", tailLines(p.rawLog(), 40))
+					time.Sleep(50 * time.Millisecond)
+				}
+				round += time.Since(start)
+				peak, err := p.peakRSS()
+				require.NoError(b, err)
+				rss = max(rss, peak)
+				p.stop(b)
+			}
+			b.ReportMetric(round.Seconds()/float64(b.N), "round_s")
+			b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MiB")
+			if baseAccounts == 0 {
+				baseRSS, baseAccounts = rss, n
+				b.Logf("%d accounts: one round in %.1f s, peak RSS %.1f MiB", n, round.Seconds()/float64(b.N), float64(rss)/(1<<20))
+				return
+			}
+			per := float64(rss-baseRSS) / float64(n-baseAccounts)
+			b.ReportMetric(per/1024, "KB_per_account")
+			b.Logf("%d accounts: one round in %.1f s, peak RSS %.1f MiB, %.1f KB per account over %d accounts (target %d KB: %s)%s",
+				n, round.Seconds()/float64(b.N), float64(rss)/(1<<20), per/1024, baseAccounts, targetBytesPerAccount>>10, verdict(per <= targetBytesPerAccount),
+				map[bool]string{true: fmt.Sprintf("; peak RSS target at 1000 accounts %d MiB: %s", targetRSSAt1000>>20, verdict(rss <= targetRSSAt1000)), false: ""}[n == 1000])
+		})
+	}
+}
