@@ -109,30 +109,38 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 type pipelineTelemetry struct {
 	m               *metrics
 	class, instance string
-	log             *slog.Logger
-	stateChanges    *prometheus.CounterVec
+	logger          *slog.Logger // without the key's attributes; see log
 	state           prometheus.Gauge
 }
 
 func (m *metrics) forKey(key Key, logger *slog.Logger) *pipelineTelemetry {
 	class := string(key.Class)
 	t := &pipelineTelemetry{
-		m:            m,
-		class:        class,
-		instance:     key.Instance,
-		log:          logger.With(slog.String("class", class), slog.String("instance", key.Instance)),
-		stateChanges: m.stateChanges.MustCurryWith(prometheus.Labels{"class": class, "instance": key.Instance}),
-		state:        m.state.WithLabelValues(class, key.Instance),
+		m:        m,
+		class:    class,
+		instance: key.Instance,
+		logger:   logger,
+		state:    m.state.WithLabelValues(class, key.Instance),
 	}
 	t.state.Set(0)
 	return t
+}
+
+// log writes one line with the key's class and instance. The attributes are
+// added per line rather than kept in a derived logger: the lines are rare
+// and a derived handler would be kept for every instance.
+func (t *pipelineTelemetry) log(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if !t.logger.Enabled(ctx, level) {
+		return
+	}
+	t.logger.LogAttrs(ctx, level, msg, append([]slog.Attr{slog.String("class", t.class), slog.String("instance", t.instance)}, attrs...)...)
 }
 
 func (t *pipelineTelemetry) executed(ctx context.Context, operation string, o outcome, r Rejection, d time.Duration) {
 	t.m.duration.WithLabelValues(t.class, t.instance, string(o)).Observe(d.Seconds())
 	if r != "" {
 		t.m.rejections.WithLabelValues(t.class, t.instance, string(r)).Inc()
-		t.log.LogAttrs(ctx, slog.LevelDebug, "outbound dependency unavailable",
+		t.log(ctx, slog.LevelDebug, "outbound dependency unavailable",
 			slog.String("operation", operation), slog.String("rejection", string(r)))
 	}
 }
@@ -141,7 +149,7 @@ func (t *pipelineTelemetry) executed(ctx context.Context, operation string, o ou
 // a mail server puts the rejected recipient into its error text.
 func (t *pipelineTelemetry) retryScheduled(ctx context.Context, operation string, failure error, attempt int, delay time.Duration) {
 	t.m.retries.WithLabelValues(t.class, t.instance).Inc()
-	t.log.LogAttrs(ctx, slog.LevelInfo, "outbound call failed; retry scheduled",
+	t.log(ctx, slog.LevelInfo, "outbound call failed; retry scheduled",
 		slog.String("operation", operation),
 		slog.String("failure_type", FailureType(failure)),
 		slog.Int("attempt", attempt),
@@ -151,22 +159,22 @@ func (t *pipelineTelemetry) retryScheduled(ctx context.Context, operation string
 func (t *pipelineTelemetry) circuitChanged(ctx context.Context, s circuitbreaker.State, operation string, failure error, attempt int, breakDuration time.Duration) {
 	label, value := stateLabel(s)
 	t.state.Set(value)
-	t.stateChanges.WithLabelValues(label).Inc()
+	t.m.stateChanges.WithLabelValues(t.class, t.instance, label).Inc()
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	switch s {
 	case circuitbreaker.OpenState:
-		t.log.LogAttrs(ctx, slog.LevelWarn, "outbound circuit opened",
+		t.log(ctx, slog.LevelWarn, "outbound circuit opened",
 			slog.String("operation", operation),
 			slog.String("failure_type", FailureType(failure)),
 			slog.Int("attempt", attempt),
 			slog.Duration("delay", breakDuration))
 	case circuitbreaker.HalfOpenState:
 		// The break ran out; no operation caused the transition.
-		t.log.LogAttrs(ctx, slog.LevelInfo, "outbound circuit half-open: admitting one trial call")
+		t.log(ctx, slog.LevelInfo, "outbound circuit half-open: admitting one trial call")
 	default:
-		t.log.LogAttrs(ctx, slog.LevelInfo, "outbound circuit closed",
+		t.log(ctx, slog.LevelInfo, "outbound circuit closed",
 			slog.String("operation", operation))
 	}
 }
