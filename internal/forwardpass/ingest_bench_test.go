@@ -34,6 +34,8 @@ import (
 //
 // MAILFATHOM_INGEST_MESSAGES sets the corpus size (default 5000: the e2e
 // benchmark's corpus, same generator, seed and size mix).
+// MAILFATHOM_INGEST_CORPUS picks it: realistic (the default,
+// mailgen.Realistic) or prose (mailgen.Message's worst case for indexing).
 // MAILFATHOM_INGEST_SQL is SQL run after the migrations, to measure a
 // variant of the schema (e.g. "ALTER TABLE email_search_documents DROP
 // COLUMN search_vector"). MAILFATHOM_INGEST_SETTINGS is a comma-separated
@@ -106,7 +108,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	corpus := newIngestCorpus(n)
+	corpus := newIngestCorpus(b, n, os.Getenv("MAILFATHOM_INGEST_CORPUS"))
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := range b.N {
 		b.StopTimer()
@@ -244,14 +246,27 @@ func logStatements(b *testing.B, pool *pgxpool.Pool) {
 // ingestCorpus generates the e2e benchmark's corpus on demand.
 type ingestCorpus struct {
 	sizes      []int
+	generate   func(i int) []byte
 	generation time.Duration // CPU spent generating messages (approximated by wall time)
 }
 
-func newIngestCorpus(n int) *ingestCorpus {
-	rng := rand.New(rand.NewPCG(42, 7))
+func newIngestCorpus(b *testing.B, n int, kind string) *ingestCorpus {
 	c := &ingestCorpus{}
-	for range n {
-		c.sizes = append(c.sizes, mailgen.ReferenceSize(rng))
+	switch kind {
+	case "", "realistic":
+		c.generate = func(i int) []byte { return mailgen.Realistic(42, i) }
+		// The sizes are the messages' own; the metadata fetch reports them.
+		for i := range n {
+			c.sizes = append(c.sizes, len(c.generate(i)))
+		}
+	case "prose":
+		rng := rand.New(rand.NewPCG(42, 7))
+		for range n {
+			c.sizes = append(c.sizes, mailgen.ReferenceSize(rng))
+		}
+		c.generate = func(i int) []byte { return mailgen.Message(42, i, max(1, c.sizes[i])) }
+	default:
+		b.Fatalf("MAILFATHOM_INGEST_CORPUS=%q: want realistic or prose", kind)
 	}
 	return c
 }
@@ -259,7 +274,7 @@ func newIngestCorpus(n int) *ingestCorpus {
 func (c *ingestCorpus) message(i int) []byte {
 	start := selfCPU()
 	defer func() { c.generation += selfCPU() - start }()
-	return mailgen.Message(42, i, max(1, c.sizes[i]))
+	return c.generate(i)
 }
 
 // ingestSession serves the corpus as UIDs 1..n.
