@@ -19,7 +19,7 @@ func (w *WriteConnection) Select(ctx context.Context, path string) (uint32, erro
 	}
 	w.folder, w.uidValidity = "", 0
 	var data *imap.SelectData
-	err := w.run(ctx, "SELECT", func(c *imapclient.Client) error {
+	err := w.run(ctx, "read-write SELECT", func(c *imapclient.Client) error {
 		var err error
 		data, err = c.Select(path, nil).Wait()
 		return err

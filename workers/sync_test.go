@@ -114,7 +114,7 @@ func (b *syncBundle) start(t *testing.T) {
 		Pool:         b.pool,
 		Workers:      ws,
 		Middleware:   []rivertype.WorkerMiddleware{failures},
-		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1},
+		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1, jobs.QueueMutations: 1},
 		Logger:       logger,
 	})
 	require.NoError(t, err)

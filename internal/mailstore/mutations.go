@@ -510,3 +510,38 @@ func CountOutstandingMutations(ctx context.Context, q Querier) ([]OutstandingMut
 	}
 	return out, nil
 }
+
+// ReadBindingByID returns the binding id, and false when there is none.
+func ReadBindingByID(ctx context.Context, q Querier, id int64) (Binding, bool, error) {
+	b, err := scanBinding(q.QueryRow(ctx, `SELECT `+bindingColumns+` FROM mail_folders WHERE id = $1`, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Binding{}, false, nil
+	case err != nil:
+		return Binding{}, false, fmt.Errorf("mailstore: read binding %d: %w", id, err)
+	}
+	return b, true, nil
+}
+
+// HideDeletedEmail applies a completed delete of MailFathom's own to the
+// local copy at once: under RetainTombstone the email is tombstoned (every
+// query excludes it from now), under EraseLocalCopy it is removed, and its
+// content, search document and mutation records with it. A tombstone
+// already recorded keeps its time.
+func HideDeletedEmail(ctx context.Context, q Querier, id uuid.UUID, d Disposition, now time.Time) error {
+	var err error
+	switch d {
+	case EraseLocalCopy:
+		_, err = q.Exec(ctx, `DELETE FROM stored_emails WHERE id = $1`, id)
+	case RetainTombstone:
+		_, err = q.Exec(ctx,
+			`UPDATE stored_emails SET remote_expunge_observed_at = $2, updated_at = $2
+			 WHERE id = $1 AND remote_expunge_observed_at IS NULL`, id, now)
+	default:
+		return fmt.Errorf("mailstore: hide deleted email: unknown disposition %q", d)
+	}
+	if err != nil {
+		return fmt.Errorf("mailstore: hide deleted email: %w", err)
+	}
+	return nil
+}

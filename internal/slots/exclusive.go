@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"hash/fnv"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Namespaces of the exclusive locks, beside the slot namespaces.
@@ -14,11 +15,18 @@ const (
 	nsMutation        = 0x6d0b
 )
 
+// Conn is the database session a Lock is held on: a *pgxpool.Conn or a
+// *pgx.Conn, which the caller keeps until Release.
+type Conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // Lock is one exclusive session-level advisory lock held on a connection
 // the caller keeps until Release. A process that dies loses its
 // connection and the lock with it.
 type Lock struct {
-	conn *pgxpool.Conn
+	conn Conn
 	key  int64
 }
 
@@ -27,7 +35,7 @@ type Lock struct {
 // sharing the database, because servers count an account's connections.
 // It returns ErrFull when another process holds it. The caller keeps conn
 // (and the lock) for as long as its write connection is open.
-func AcquireWriteConnection(ctx context.Context, conn *pgxpool.Conn, account string) (*Lock, error) {
+func AcquireWriteConnection(ctx context.Context, conn Conn, account string) (*Lock, error) {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(account))
 	return tryLock(ctx, conn, int64(uint64(nsWriteConnection)<<48|h.Sum64()&(1<<48-1)))
@@ -36,13 +44,13 @@ func AcquireWriteConnection(ctx context.Context, conn *pgxpool.Conn, account str
 // AcquireMutation takes the lock of one mailbox mutation, so one worker at
 // a time carries it, whether a stage job or an account run's convergence
 // picked it up. It returns ErrFull when another worker holds it.
-func AcquireMutation(ctx context.Context, conn *pgxpool.Conn, id [16]byte) (*Lock, error) {
+func AcquireMutation(ctx context.Context, conn Conn, id [16]byte) (*Lock, error) {
 	h := fnv.New64a()
 	_, _ = h.Write(id[:])
 	return tryLock(ctx, conn, int64(uint64(nsMutation)<<48|h.Sum64()&(1<<48-1)))
 }
 
-func tryLock(ctx context.Context, conn *pgxpool.Conn, key int64) (*Lock, error) {
+func tryLock(ctx context.Context, conn Conn, key int64) (*Lock, error) {
 	var ok bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
 		return nil, fmt.Errorf("slots: try lock: %w", err)

@@ -1,0 +1,169 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+)
+
+// The capability lists of the servers without MOVE, and without MOVE and
+// UIDPLUS. Dovecot still carries out MOVE and UID EXPUNGE when they are
+// not listed: these show that MailFathom honours what is advertised.
+const (
+	capsWithoutMove          = "IMAP4rev1 IDLE SPECIAL-USE LIST-EXTENDED LIST-STATUS NAMESPACE AUTH=PLAIN UIDPLUS"
+	capsWithoutMoveOrUIDPlus = "IMAP4rev1 IDLE SPECIAL-USE LIST-EXTENDED LIST-STATUS NAMESPACE AUTH=PLAIN"
+)
+
+// mutationBundle is an account with INBOX and ARCHIVE synchronized, five
+// messages in INBOX (the fifth already read) and one the owner flagged
+// \Deleted in their own client.
+type mutationBundle struct {
+	*syncBundle
+	uids   []imap.UID // the five messages, by UID
+	owners imap.UID
+}
+
+func setupMutations(t *testing.T, opts ...dovecot.Option) *mutationBundle {
+	t.Helper()
+	b := &mutationBundle{syncBundle: setupSync(t, opts...)}
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Filed"
+	b.user.CreateFolder("Filed")
+	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 5 {
+		var flags []imap.Flag
+		if i == 4 {
+			flags = append(flags, imap.FlagSeen)
+		}
+		b.uids = append(b.uids, b.user.Append("INBOX", mailgen.Message(14, i, 1200), when, flags...))
+	}
+	b.owners = b.user.Append("INBOX", mailgen.Message(14, 9, 1200), when, imap.FlagDeleted)
+	b.start(t)
+	b.waitIdle(t)
+	return b
+}
+
+// emailID is the stored email of uid in INBOX.
+func (b *mutationBundle) emailID(t *testing.T, uid imap.UID) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT e.id FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
+		WHERE f.alias = 'INBOX' AND e.uid = $1`, int64(uid)).Scan(&id))
+	return id
+}
+
+func (b *mutationBundle) request(t *testing.T, uid imap.UID, kind, dest string) mailstore.Mutation {
+	t.Helper()
+	m, created, err := mutation.Record(context.Background(), b.pool, b.deps(t).Config, b.client,
+		mutation.Request{EmailID: b.emailID(t, uid), Kind: kind, DestinationAlias: dest})
+	require.NoError(t, err)
+	require.True(t, created)
+	return m
+}
+
+func (b *mutationBundle) mutation(t *testing.T, id uuid.UUID) mailstore.Mutation {
+	t.Helper()
+	m, found, err := mailstore.ReadMutation(context.Background(), b.pool, id)
+	require.NoError(t, err)
+	require.True(t, found)
+	return m
+}
+
+func TestMailboxMutations(t *testing.T) {
+	t.Parallel()
+
+	for name, opts := range map[string][]dovecot.Option{
+		"WithMove":    nil,
+		"WithoutMove": {dovecot.WithCapability(capsWithoutMove)},
+	} {
+		t.Run(name+"/EachKindEndsAsAsked", func(t *testing.T) {
+			t.Parallel()
+			b := setupMutations(t, opts...)
+			move := b.request(t, b.uids[0], "move", "archive")
+			cp := b.request(t, b.uids[1], "copy", "archive")
+			del := b.request(t, b.uids[2], "delete", "")
+			read := b.request(t, b.uids[3], "mark-read", "")
+			unread := b.request(t, b.uids[4], "mark-unread", "")
+			b.waitIdle(t)
+
+			for _, m := range []mailstore.Mutation{move, cp, del, read, unread} {
+				got := b.mutation(t, m.ID)
+				require.Equal(t, mailstore.MutationCompleted, got.State, "%s: failure code %q", got.Kind, got.FailureCode)
+				require.Equal(t, 1, got.Attempts, "%s", got.Kind)
+			}
+			got := b.mutation(t, move.ID)
+			if name == "WithMove" {
+				require.Equal(t, mailstore.PathMove, got.Path)
+			} else {
+				require.Equal(t, mailstore.PathFallback, got.Path)
+			}
+			require.NotZero(t, got.PlacedUID, "the server's COPYUID is recorded")
+
+			// The mailbox, read over a connection of its own.
+			inbox := b.user.UIDs("INBOX")
+			require.NotContains(t, inbox, b.uids[0], "moved away")
+			require.Contains(t, inbox, b.uids[1], "a copy leaves the source")
+			require.NotContains(t, inbox, b.uids[2], "deleted")
+			require.Contains(t, inbox, b.owners, "the owner's own \\Deleted message is never expunged by us")
+			require.Contains(t, b.user.Flags("INBOX", b.owners), imap.FlagDeleted)
+			require.Len(t, b.user.UIDs("Filed"), 2, "the moved message and the copy, each once")
+			require.Contains(t, b.user.UIDs("Filed"), imap.UID(got.PlacedUID))
+			require.Contains(t, b.user.Flags("INBOX", b.uids[3]), imap.FlagSeen)
+			require.NotContains(t, b.user.Flags("INBOX", b.uids[4]), imap.FlagSeen)
+
+			// A completed delete hides the local copy at once.
+			_, served, err := mailstore.ReadMutableEmail(context.Background(), b.pool, del.EmailID)
+			require.NoError(t, err)
+			require.True(t, served)
+			e, _, err := mailstore.ReadMutableEmail(context.Background(), b.pool, del.EmailID)
+			require.NoError(t, err)
+			require.True(t, e.Tombstoned)
+		})
+	}
+
+	t.Run("NoSafeWayIsRefusedAtTheFirstAttemptWithNothingIssued", func(t *testing.T) {
+		t.Parallel()
+		b := setupMutations(t, dovecot.WithCapability(capsWithoutMoveOrUIDPlus))
+		move := b.request(t, b.uids[0], "move", "archive")
+		del := b.request(t, b.uids[2], "delete", "")
+		read := b.request(t, b.uids[3], "mark-read", "")
+		b.waitIdle(t)
+		for _, m := range []mailstore.Mutation{move, del} {
+			got := b.mutation(t, m.ID)
+			require.Equal(t, mailstore.MutationDeadLettered, got.State)
+			require.Equal(t, mutation.CodeNoSafeWay, got.FailureCode)
+			require.Equal(t, 1, got.Attempts)
+			require.Equal(t, mailstore.StageRecorded, got.Stage, "nothing was issued")
+		}
+		require.Equal(t, mailstore.MutationCompleted, b.mutation(t, read.ID).State, "a flag change needs neither")
+		require.Subset(t, b.user.UIDs("INBOX"), b.uids)
+		require.Empty(t, b.user.UIDs("Filed"))
+		require.NotContains(t, b.user.Flags("INBOX", b.uids[0]), imap.FlagDeleted)
+		require.NotContains(t, b.user.Flags("INBOX", b.uids[2]), imap.FlagDeleted)
+	})
+
+	t.Run("MissingDestinationIsRefusedAtTheFirstAttempt", func(t *testing.T) {
+		t.Parallel()
+		b := setupMutations(t)
+		b.user.DeleteFolder("Filed")
+		move := b.request(t, b.uids[0], "move", "archive")
+		b.waitIdle(t)
+		got := b.mutation(t, move.ID)
+		require.Equal(t, mailstore.MutationDeadLettered, got.State)
+		require.Equal(t, mutation.CodeDestinationMissing, got.FailureCode)
+		require.Equal(t, 1, got.Attempts)
+		require.Contains(t, b.user.UIDs("INBOX"), b.uids[0])
+	})
+}
