@@ -124,12 +124,41 @@ func TestMailboxMutations(t *testing.T) {
 			require.NotContains(t, b.user.Flags("INBOX", b.uids[4]), imap.FlagSeen)
 
 			// A completed delete hides the local copy at once.
-			_, served, err := mailstore.ReadMutableEmail(context.Background(), b.pool, del.EmailID)
+			e, found, err := mailstore.ReadMutableEmail(context.Background(), b.pool, del.EmailID)
 			require.NoError(t, err)
-			require.True(t, served)
-			e, _, err := mailstore.ReadMutableEmail(context.Background(), b.pool, del.EmailID)
-			require.NoError(t, err)
+			require.True(t, found)
 			require.True(t, e.Tombstoned)
+
+			// The next run recognizes the changes as MailFathom's own: the
+			// relocation carried the stored email across (same id, same
+			// content row, nothing fetched for it), the copy is stored as a
+			// discovery, and nothing else is tombstoned.
+			var contentBefore []byte
+			require.NoError(t, b.pool.QueryRow(context.Background(),
+				`SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`, move.EmailID).Scan(&contentBefore))
+			b.runAgain(t)
+			moved, found, err := mailstore.ReadMutableEmail(context.Background(), b.pool, move.EmailID)
+			require.NoError(t, err)
+			require.True(t, found)
+			require.False(t, moved.Tombstoned)
+			require.Equal(t, "ARCHIVE", moved.Alias)
+			require.Equal(t, got.PlacedUID, moved.UID)
+			var contentAfter []byte
+			require.NoError(t, b.pool.QueryRow(context.Background(),
+				`SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`, move.EmailID).Scan(&contentAfter))
+			require.Equal(t, contentBefore, contentAfter)
+			archive := b.stored(t, "ARCHIVE")
+			require.Len(t, archive, 2, "the carried email and the copy, no third row")
+			out := b.lastPassOutput(t, "ARCHIVE")
+			require.EqualValues(t, 1, out["carried_by_mailfathom"])
+			require.EqualValues(t, 1, out["copied_by_mailfathom"])
+			require.EqualValues(t, 1, out["stored"], "only the copy's body was fetched")
+			var tombstones int
+			require.NoError(t, b.pool.QueryRow(context.Background(),
+				`SELECT count(*) FROM stored_emails WHERE remote_expunge_observed_at IS NOT NULL`).Scan(&tombstones))
+			require.Equal(t, 1, tombstones, "only the email MailFathom deleted")
+			require.Len(t, b.stored(t, "INBOX"), 5, "four still in INBOX, the deleted one tombstoned")
+			require.Contains(t, b.logs.String(), "discoveries recognized as changes of MailFathom's own and withheld")
 		})
 	}
 

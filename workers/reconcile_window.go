@@ -56,6 +56,12 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 	attrs := []any{slog.Int("window", rep.Window), slog.Int("refreshed", rep.Refreshed), slog.Int("confirmed", rep.Confirmed),
 		slog.Int("superseded", rep.Superseded), slog.String("mode", rep.Mode), slog.Bool("narrowed", rep.Narrowed),
 		slog.Bool("more_to_reconcile", !rep.QueueEmptied)}
+	if rep.LeftByMailFathom > 0 {
+		// On a line of its own: mail MailFathom moved or deleted is not
+		// mail that vanished.
+		logger.InfoContext(ctx, "occurrences left the folder because MailFathom moved or deleted them",
+			slog.Int("left_by_mailfathom", rep.LeftByMailFathom))
+	}
 	if gone := rep.Gone(); gone > 0 {
 		logger.WarnContext(ctx, "messages left the folder on the server",
 			append(attrs, slog.Int("gone", gone), slog.String("disposition", rep.Disposition))...)

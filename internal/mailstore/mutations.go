@@ -545,3 +545,71 @@ func HideDeletedEmail(ctx context.Context, q Querier, id uuid.UUID, d Dispositio
 	}
 	return nil
 }
+
+// PlacementJoin is one discovered occurrence a relocation or copy of
+// MailFathom's own placed, joined by the COPYUID the server answered.
+type PlacementJoin struct {
+	MutationID uuid.UUID
+	Kind       MutationKind
+	EmailID    uuid.UUID
+	UID        uint32
+}
+
+// JoinPlacements joins the discovered uids of a folder's UID space to the
+// relocations and copies whose COPYUID named them and that no discovery
+// answered yet. A relocation carries its stored email onto the new
+// occurrence — the same row, so its content, search document and
+// passages stay keyed by the same id; nothing is fetched — with its
+// flags unobserved, so the folder's own window says what holds there now.
+// A copy is only marked observed: the caller stores it as any other
+// discovery. An occurrence already stored under the placed UID is joined
+// to nothing. Each placement is joined once.
+func JoinPlacements(ctx context.Context, tx pgx.Tx, folderID int64, uidValidity uint32, uids []uint32, now time.Time) ([]PlacementJoin, error) {
+	if len(uids) == 0 {
+		return nil, nil
+	}
+	wanted := make([]int64, len(uids))
+	for i, u := range uids {
+		wanted[i] = int64(u)
+	}
+	rows, err := tx.Query(ctx, `
+		WITH m AS (
+			SELECT m.id, m.mutation, m.stored_email_id, m.placed_uid
+			FROM mailbox_mutations m
+			WHERE m.destination_mail_folder_id = $1 AND m.placed_uid_validity = $2 AND m.placed_uid = ANY($3)
+			  AND m.placement_observed_at IS NULL
+			  AND NOT EXISTS (SELECT 1 FROM stored_emails s
+			                  WHERE s.mail_folder_id = $1 AND s.uid_validity = $2 AND s.uid = m.placed_uid)
+			FOR UPDATE OF m
+		),
+		carried AS (
+			UPDATE stored_emails e SET mail_folder_id = $1, uid_validity = $2, uid = m.placed_uid,
+			       remote_flags = '{}', remote_flags_observed_at = NULL, updated_at = $4
+			FROM m WHERE e.id = m.stored_email_id AND m.mutation = 'Relocate'
+			RETURNING e.id
+		),
+		marked AS (
+			UPDATE mailbox_mutations x SET placement_observed_at = $4, updated_at = $4
+			FROM m WHERE x.id = m.id
+			RETURNING x.id
+		)
+		SELECT m.id, m.mutation, m.stored_email_id, m.placed_uid FROM m ORDER BY m.placed_uid`,
+		folderID, int64(uidValidity), wanted, now)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: join placements: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PlacementJoin, error) {
+		var (
+			j    PlacementJoin
+			kind string
+			uid  int64
+		)
+		err := r.Scan(&j.MutationID, &kind, &j.EmailID, &uid)
+		j.Kind, j.UID = MutationKind(kind), uint32(uid)
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: join placements: %w", err)
+	}
+	return out, nil
+}

@@ -232,3 +232,111 @@ func TestMutations(t *testing.T) {
 		require.Equal(t, ids[1], listed[0].ID)
 	})
 }
+
+func TestChangesOfMailFathomsOwn(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		pool        *pgxpool.Pool
+		inbox, arch mailstore.Binding
+		email       uuid.UUID
+		now         time.Time
+	}
+	setup := func(t *testing.T) (context.Context, *testBundle) {
+		t.Helper()
+		ctx := testContext(t)
+		pool := dbtest.Pool(t)
+		b := &testBundle{pool: pool, now: time.Now().Add(-time.Hour)}
+		b.inbox = bind(ctx, t, pool, "a", "INBOX", "INBOX")
+		b.arch = bind(ctx, t, pool, "a", "ARCHIVE", "Archive")
+		id, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{
+			AccountID: b.inbox.AccountID, FolderID: b.inbox.ID, UIDValidity: 7, UID: 3,
+			Availability: mailstore.Available, Size: 1, Raw: []byte("x"),
+		})
+		require.NoError(t, err)
+		b.email = id
+		return ctx, b
+	}
+	// placed records a change whose placement the server answered with
+	// COPYUID 9:40 and whose source removal was issued.
+	placed := func(ctx context.Context, t *testing.T, b *testBundle, kind mailstore.MutationKind, dest int64) mailstore.Mutation {
+		t.Helper()
+		var m mailstore.Mutation
+		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			var err error
+			m, _, err = mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: b.email, Kind: kind, DestinationFolderID: dest, RequestID: string(kind)}, b.now)
+			if err != nil {
+				return err
+			}
+			if err := mailstore.AdvanceMutation(ctx, tx, m.ID, mailstore.StageRecorded, mailstore.MutationAdvance{Stage: mailstore.StagePlacementIssued, Path: mailstore.PathFallback}, b.now); err != nil {
+				return err
+			}
+			return mailstore.AdvanceMutation(ctx, tx, m.ID, mailstore.StagePlacementIssued, mailstore.MutationAdvance{Stage: mailstore.StageFlagged, PlacedUIDValidity: 9, PlacedUID: 40}, b.now)
+		}))
+		return m
+	}
+	gone := func(ctx context.Context, t *testing.T, b *testBundle, d mailstore.Disposition) mailstore.ReconcileResult {
+		t.Helper()
+		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3}}, TakenAt: time.Now()}
+		r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, mailstore.ReconcileAnswer{Present: map[uint32]bool{}, Flags: map[uint32][]string{}}, d)
+		require.NoError(t, err)
+		return r
+	}
+
+	t.Run("RelocatedSourceLeavingIsNotATombstone", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		m := placed(ctx, t, b, mailstore.MutationRelocate, b.arch.ID)
+		for _, d := range []mailstore.Disposition{mailstore.EraseLocalCopy, mailstore.RetainTombstone} {
+			r := gone(ctx, t, b, d)
+			require.Equal(t, 1, r.LeftByMailFathom)
+			require.Zero(t, r.Gone())
+			e, found, err := mailstore.ReadMutableEmail(ctx, b.pool, b.email)
+			require.NoError(t, err)
+			require.True(t, found)
+			require.False(t, e.Tombstoned)
+		}
+		got, _, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
+		require.NoError(t, err)
+		require.False(t, got.SourceLeftAt.IsZero())
+	})
+
+	t.Run("ADisappearanceNoRecordAccountsForIsTombstoned", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		r := gone(ctx, t, b, mailstore.RetainTombstone)
+		require.Zero(t, r.LeftByMailFathom)
+		require.Equal(t, 1, r.Tombstoned)
+	})
+
+	t.Run("PlacementCarriesTheStoredEmailOnce", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		m := placed(ctx, t, b, mailstore.MutationRelocate, b.arch.ID)
+		join := func(uids ...uint32) []mailstore.PlacementJoin {
+			var out []mailstore.PlacementJoin
+			require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+				var err error
+				out, err = mailstore.JoinPlacements(ctx, tx, b.arch.ID, 9, uids, time.Now())
+				return err
+			}))
+			return out
+		}
+		require.Empty(t, join(39, 41), "other UIDs are not the placement")
+		got := join(39, 40, 41)
+		require.Equal(t, []mailstore.PlacementJoin{{MutationID: m.ID, Kind: mailstore.MutationRelocate, EmailID: b.email, UID: 40}}, got)
+		e, found, err := mailstore.ReadMutableEmail(ctx, b.pool, b.email)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, "ARCHIVE", e.Alias)
+		require.Equal(t, uint32(9), e.UIDValidity)
+		require.Equal(t, uint32(40), e.UID)
+		raw, err := mailstore.RawMIME(ctx, b.pool, b.email)
+		require.NoError(t, err)
+		require.Equal(t, []byte("x"), raw)
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails`).Scan(&n))
+		require.Equal(t, 1, n)
+		require.Empty(t, join(40), "a placement answers for one discovery only")
+	})
+}
