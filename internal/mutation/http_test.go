@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
@@ -181,4 +182,54 @@ func TestHandler(t *testing.T) {
 		}
 		require.Equal(t, 0, count(ctx, t, b))
 	})
+}
+
+func TestCollector(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := dbtest.Pool(t)
+	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+	require.NoError(t, err)
+	var inbox mailstore.Binding
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		inbox, _, _, err = mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+		return err
+	}))
+	email, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: inbox.ID, UIDValidity: 1, UID: 1,
+		Size: 1, Raw: []byte("x"), Availability: mailstore.Available})
+	require.NoError(t, err)
+	recorded := time.Now().Add(-time.Hour)
+	var dead mailstore.Mutation
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, _, err := mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: email, Kind: mailstore.MutationMarkRead, RequestID: "a"}, recorded); err != nil {
+			return err
+		}
+		var err error
+		dead, _, err = mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: email, Kind: mailstore.MutationDelete, RequestID: "b"}, recorded)
+		return err
+	}))
+	require.NoError(t, mailstore.FinishMutation(ctx, pool, dead.ID, mailstore.MutationDeadLettered, mutation.CodeNoSafeWay, time.Now()))
+
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(mutation.NewCollector(pool)))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	values := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			values[f.GetName()+"/"+labels["kind"]+"/"+labels["state"]] = m.GetGauge().GetValue()
+		}
+	}
+	require.Len(t, values, 2*5*3, "every kind and state is reported")
+	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/mark-read/pending"])
+	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/delete/dead-lettered"])
+	require.Equal(t, 0.0, values["mailfathom_mailbox_mutations_outstanding/move/pending"])
+	require.InDelta(t, 3600, values["mailfathom_mailbox_mutations_oldest_outstanding_age_seconds/mark-read/pending"], 120)
+	require.Equal(t, 0.0, values["mailfathom_mailbox_mutations_oldest_outstanding_age_seconds/move/pending"])
 }

@@ -202,6 +202,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := reg.Register(status.NewCollector(pool, statusOpts)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := reg.Register(mutation.NewCollector(pool)); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	go workers.Maintain(sweepCtx, deps, client, lock.Leading, repaired, logger)
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
