@@ -2,6 +2,10 @@ package workers_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
@@ -34,7 +39,15 @@ type mutationBundle struct {
 
 func setupMutations(t *testing.T, opts ...dovecot.Option) *mutationBundle {
 	t.Helper()
-	b := &mutationBundle{syncBundle: setupSync(t, opts...)}
+	return setupMutationsOn(t, dovecot.Start(t, opts...), nil)
+}
+
+// setupMutationsOn is setupMutations on srv, with openWrite opening the
+// write connections when it is not nil.
+func setupMutationsOn(t *testing.T, srv *dovecot.Server, openWrite func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)) *mutationBundle {
+	t.Helper()
+	b := &mutationBundle{syncBundle: setupSyncOn(t, srv)}
+	b.openWrite = openWrite
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
@@ -195,4 +208,117 @@ func TestMailboxMutations(t *testing.T) {
 		require.Equal(t, 1, got.Attempts)
 		require.Contains(t, b.user.UIDs("INBOX"), b.uids[0])
 	})
+}
+
+// answerCutter is the write connection's dial for a test that loses a
+// placement's answer: it connects without TLS so it can see the commands,
+// counts every UID COPY and UID MOVE written, and when armed closes the
+// connection as the server's answer to one begins to arrive — after the
+// server carried it out, before the client read a byte of its answer.
+type answerCutter struct {
+	mu    sync.Mutex
+	armed bool
+	sent  int
+}
+
+func (c *answerCutter) placements() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+func (c *answerCutter) open(srv *dovecot.Server) func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error) {
+	return func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error) {
+		ep.Security, ep.Port = imapx.None, srv.Port()
+		ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
+		ep.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, srv.Addr())
+			if err != nil {
+				return nil, err
+			}
+			return &cuttingConn{Conn: conn, c: c}, nil
+		}
+		return imapx.OpenWriteConnection(ctx, ep, imapx.SessionOptions{})
+	}
+}
+
+type cuttingConn struct {
+	net.Conn
+	c       *answerCutter
+	pending bool
+}
+
+var placementCommand = regexp.MustCompile(`^\S+ UID (COPY|MOVE) `)
+
+func (cc *cuttingConn) Write(p []byte) (int, error) {
+	if placementCommand.Match(p) {
+		cc.c.mu.Lock()
+		cc.c.sent++
+		cc.pending = cc.c.armed
+		cc.c.armed = false
+		cc.c.mu.Unlock()
+	}
+	return cc.Conn.Write(p)
+}
+
+func (cc *cuttingConn) Read(p []byte) (int, error) {
+	n, err := cc.Conn.Read(p)
+	if cc.pending && n > 0 {
+		_ = cc.Conn.Close()
+		return 0, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func TestPlacementWhoseAnswerIsLost(t *testing.T) {
+	t.Parallel()
+
+	for name, opts := range map[string][]dovecot.Option{
+		"CopyWithoutMove": {dovecot.WithCapability(capsWithoutMove)},
+		"Move":            nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cutter := &answerCutter{armed: true}
+			srv := dovecot.Start(t, opts...)
+			b := setupMutationsOn(t, srv, cutter.open(srv))
+			move := b.request(t, b.uids[0], "move", "archive")
+			b.waitIdle(t)
+			got := b.mutation(t, move.ID)
+			require.Equal(t, 1, cutter.placements())
+			require.Equal(t, mailstore.StagePlacementIssued, got.Stage)
+			require.Equal(t, mutation.CodeUnknownOutcome, got.FailureCode)
+			require.NotEqual(t, mailstore.MutationCompleted, got.State)
+
+			// The next runs never issue it again.
+			b.runAgain(t)
+			b.runAgain(t)
+			require.Equal(t, 1, cutter.placements(), "a placement whose answer was lost was issued again")
+			got = b.mutation(t, move.ID)
+
+			if name == "Move" {
+				// MOVE took the source with it: once synchronization has
+				// seen it leave, the change is completed.
+				require.Equal(t, mailstore.MutationCompleted, got.State, "failure code %q", got.FailureCode)
+				require.False(t, got.SourceLeftAt.IsZero())
+				require.NotContains(t, b.user.UIDs("INBOX"), b.uids[0])
+				require.Len(t, b.user.UIDs("Filed"), 1)
+				return
+			}
+			// A COPY leaves the source: nothing says whether it landed, so
+			// it waits out the grace and is given up on, readably.
+			require.Equal(t, mailstore.StagePlacementIssued, got.Stage)
+			require.NotEqual(t, mailstore.MutationDeadLettered, got.State)
+			_, err := b.pool.Exec(context.Background(),
+				`UPDATE mailbox_mutations SET placement_issued_at = now() - interval '7 hours' WHERE id = $1`, move.ID)
+			require.NoError(t, err)
+			b.runAgain(t)
+			got = b.mutation(t, move.ID)
+			require.Equal(t, mailstore.MutationDeadLettered, got.State)
+			require.Equal(t, mutation.CodeUnknownOutcome, got.FailureCode)
+			require.Equal(t, 1, cutter.placements())
+			require.LessOrEqual(t, len(b.user.UIDs("Filed")), 1, "copied at most once")
+			require.Contains(t, b.user.UIDs("INBOX"), b.uids[0], "the source is never removed after an unknown copy")
+		})
+	}
 }

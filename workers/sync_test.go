@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/outbound"
@@ -49,6 +50,8 @@ type syncBundle struct {
 	metrics *prometheus.Registry
 	// workerDeps are the workers' dependencies of the latest start.
 	workerDeps workers.Dependencies
+	// openWrite, when set, opens the write connections.
+	openWrite func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -56,7 +59,12 @@ type syncBundle struct {
 // authority). Options edit the environment before anything starts.
 func setupSync(t *testing.T, opts ...dovecot.Option) *syncBundle {
 	t.Helper()
-	s := dovecot.Start(t, opts...)
+	return setupSyncOn(t, dovecot.Start(t, opts...))
+}
+
+// setupSyncOn is setupSync on the Dovecot s.
+func setupSyncOn(t *testing.T, s *dovecot.Server) *syncBundle {
+	t.Helper()
 	u := s.NewUser()
 	dir := t.TempDir()
 	files, err := s.CA().WriteFiles(dir)
@@ -106,7 +114,7 @@ func (b *syncBundle) start(t *testing.T) {
 	b.metrics = prometheus.NewRegistry()
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
-	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
+	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines, OpenWriteConnection: b.openWrite}
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
