@@ -322,3 +322,38 @@ func TestPlacementWhoseAnswerIsLost(t *testing.T) {
 		})
 	}
 }
+
+// TestRelocationResumesAfterEachStage stops the process after every stage
+// of a relocation without MOVE (COPY, STORE \Deleted, UID EXPUNGE) and
+// starts a new one: each carries on from the stage the record names, on a
+// write connection of its own, and the message ends in the destination
+// exactly once and gone from the source. The stage jobs are left unworked,
+// so each stage is carried by one account run's convergence.
+func TestRelocationResumesAfterEachStage(t *testing.T) {
+	t.Parallel()
+	cutter := &answerCutter{} // never armed: it only counts placements
+	srv := dovecot.Start(t, dovecot.WithCapability(capsWithoutMove))
+	b := &mutationBundle{}
+	b = setupMutationsOn(t, srv, cutter.open(srv))
+	b.noMutationWorkers = true
+	b.start(t)
+	b.waitIdle(t)
+	move := b.request(t, b.uids[0], "move", "archive")
+
+	var stages []mailstore.MutationStage
+	for range 3 {
+		b.runAgain(t)
+		got := b.mutation(t, move.ID)
+		stages = append(stages, got.Stage)
+		// A new process: the old one's write connection ends with it.
+		b.start(t)
+		b.waitIdle(t)
+	}
+	require.Equal(t, []mailstore.MutationStage{mailstore.StageCopied, mailstore.StageFlagged, mailstore.StageCompleted}, stages)
+	got := b.mutation(t, move.ID)
+	require.Equal(t, mailstore.MutationCompleted, got.State)
+	require.Equal(t, 1, cutter.placements(), "the copy is never repeated")
+	require.NotContains(t, b.user.UIDs("INBOX"), b.uids[0])
+	require.Contains(t, b.user.UIDs("INBOX"), b.owners)
+	require.Equal(t, []imap.UID{imap.UID(got.PlacedUID)}, b.user.UIDs("Filed"))
+}
