@@ -18,6 +18,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 )
 
 // The capability lists of the servers without MOVE, and without MOVE and
@@ -46,8 +47,17 @@ func setupMutations(t *testing.T, opts ...dovecot.Option) *mutationBundle {
 // write connections when it is not nil.
 func setupMutationsOn(t *testing.T, srv *dovecot.Server, openWrite func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)) *mutationBundle {
 	t.Helper()
+	return setupMutationsWith(t, srv, openWrite, nil)
+}
+
+// setupMutationsWith is setupMutationsOn with openRead opening the read
+// sessions when it is not nil.
+func setupMutationsWith(t *testing.T, srv *dovecot.Server,
+	openWrite func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error),
+	openRead func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)) *mutationBundle {
+	t.Helper()
 	b := &mutationBundle{syncBundle: setupSyncOn(t, srv)}
-	b.openWrite = openWrite
+	b.openWrite, b.openRead = openWrite, openRead
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
@@ -103,7 +113,16 @@ func TestMailboxMutations(t *testing.T) {
 	} {
 		t.Run(name+"/EachKindEndsAsAsked", func(t *testing.T) {
 			t.Parallel()
-			b := setupMutations(t, opts...)
+			srv := dovecot.Start(t, opts...)
+			// The read sessions are recorded on the wire (without TLS, so
+			// their commands can be read) while the write side works.
+			var reads wiretap.Recorder
+			b := setupMutationsWith(t, srv, nil, func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+				ep.Security, ep.Port = imapx.None, srv.Port()
+				ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
+				ep.Dial = reads.Dial(srv.Addr())
+				return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
+			})
 			move := b.request(t, b.uids[0], "move", "archive")
 			cp := b.request(t, b.uids[1], "copy", "archive")
 			del := b.request(t, b.uids[2], "delete", "")
@@ -172,6 +191,11 @@ func TestMailboxMutations(t *testing.T) {
 			require.Equal(t, 1, tombstones, "only the email MailFathom deleted")
 			require.Len(t, b.stored(t, "INBOX"), 5, "four still in INBOX, the deleted one tombstoned")
 			require.Contains(t, b.logs.String(), "discoveries recognized as changes of MailFathom's own and withheld")
+
+			// Nothing on the read side changed the mailbox or selected a
+			// folder read-write, whatever the write side did meanwhile.
+			names := wiretap.RequireReadOnly(t, &reads)
+			require.Contains(t, names, "EXAMINE")
 		})
 	}
 

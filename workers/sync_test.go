@@ -50,6 +50,8 @@ type syncBundle struct {
 	metrics *prometheus.Registry
 	// workerDeps are the workers' dependencies of the latest start.
 	workerDeps workers.Dependencies
+	// openRead, when set, opens the read sessions.
+	openRead func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
 	// openWrite, when set, opens the write connections.
 	openWrite func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)
 	// noMutationWorkers leaves the mutations queue unworked, so mutations
@@ -118,7 +120,7 @@ func (b *syncBundle) start(t *testing.T) {
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	stopping := make(chan struct{})
-	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines, OpenWriteConnection: b.openWrite, Stopping: stopping}
+	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines, OpenWriteConnection: b.openWrite, OpenSession: b.openRead, Stopping: stopping}
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
