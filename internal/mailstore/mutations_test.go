@@ -340,3 +340,77 @@ func TestChangesOfMailFathomsOwn(t *testing.T) {
 		require.Empty(t, join(40), "a placement answers for one discovery only")
 	})
 }
+
+func TestSeenAttribution(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		pool  *pgxpool.Pool
+		email uuid.UUID
+	}
+	setup := func(t *testing.T, flags []string) (context.Context, *testBundle) {
+		t.Helper()
+		ctx := testContext(t)
+		pool := dbtest.Pool(t)
+		inbox := bind(ctx, t, pool, "a", "INBOX", "INBOX")
+		id, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{
+			AccountID: inbox.AccountID, FolderID: inbox.ID, UIDValidity: 7, UID: 3, Flags: flags,
+			Availability: mailstore.Available, Size: 1, Raw: []byte("x"),
+		})
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `UPDATE stored_emails SET remote_flags_observed_at = now() - interval '1 hour' WHERE id = $1`, id)
+		require.NoError(t, err)
+		return ctx, &testBundle{pool: pool, email: id}
+	}
+	// completed records a flag change of MailFathom's own, completed at
+	// completedAt.
+	completed := func(ctx context.Context, t *testing.T, b *testBundle, kind mailstore.MutationKind, completedAt time.Time) {
+		t.Helper()
+		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			m, _, err := mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: b.email, Kind: kind, RequestID: string(kind)}, completedAt)
+			if err != nil {
+				return err
+			}
+			return mailstore.AdvanceMutation(ctx, tx, m.ID, mailstore.StageRecorded, mailstore.MutationAdvance{Stage: mailstore.StageCompleted}, completedAt)
+		}))
+	}
+	observe := func(ctx context.Context, t *testing.T, b *testBundle, flags []string) mailstore.ReconcileResult {
+		t.Helper()
+		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3}}, TakenAt: time.Now()}
+		r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, mailstore.ReconcileAnswer{Present: map[uint32]bool{3: true}, Flags: map[uint32][]string{3: flags}}, mailstore.RetainTombstone)
+		require.NoError(t, err)
+		return r
+	}
+
+	t.Run("TheDirectionAskedForIsMailFathomsOwn", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, nil)
+		completed(ctx, t, b, mailstore.MutationMarkRead, time.Now().Add(-time.Minute))
+		r := observe(ctx, t, b, []string{`\Seen`})
+		require.Equal(t, 1, r.SeenByMailFathom)
+		require.Equal(t, 1, r.Refreshed, "the snapshot follows the server either way")
+		require.Len(t, r.Withheld, 1)
+		require.Equal(t, mailstore.MutationMarkRead, r.Withheld[0].Kind)
+		// It expires with that observation: the owner clearing the flag
+		// afterwards is their own change.
+		r = observe(ctx, t, b, []string{})
+		require.Zero(t, r.SeenByMailFathom)
+	})
+
+	t.Run("TheOppositeDirectionIsNot", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, []string{`\Seen`})
+		completed(ctx, t, b, mailstore.MutationMarkRead, time.Now().Add(-time.Minute))
+		r := observe(ctx, t, b, []string{})
+		require.Zero(t, r.SeenByMailFathom)
+		require.Equal(t, 1, r.Refreshed)
+	})
+
+	t.Run("AStoreObservedBeforeIsNot", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, nil)
+		completed(ctx, t, b, mailstore.MutationMarkRead, time.Now().Add(-2*time.Hour))
+		r := observe(ctx, t, b, []string{`\Seen`})
+		require.Zero(t, r.SeenByMailFathom, "the last observation already postdates the store")
+	})
+}

@@ -46,6 +46,23 @@ type ReconcileResult struct {
 	// relocated row keeps its place until its placement is discovered; an
 	// email MailFathom deleted is hidden (or erased) as its delete does.
 	LeftByMailFathom int `json:"left_by_mailfathom"`
+	// SeenByMailFathom are \Seen changes a completed mark-read or
+	// mark-unread of MailFathom's own accounts for: the flag moved the way
+	// the store asked, and the occurrence's last observation predates the
+	// store's completion. The snapshot follows the server either way; this
+	// only says whose act it was.
+	SeenByMailFathom int `json:"seen_by_mailfathom"`
+	// Withheld names each change of MailFathom's own the window
+	// recognized: ids and kinds only.
+	Withheld []WithheldChange `json:"-"`
+}
+
+// WithheldChange is one change of MailFathom's own a run recognized and
+// withheld from what reacts to changes.
+type WithheldChange struct {
+	Kind       MutationKind `json:"kind"`
+	MutationID uuid.UUID    `json:"mutation"`
+	EmailID    uuid.UUID    `json:"email"`
 }
 
 // Gone is the number of disappearances this pass acted on.
@@ -108,6 +125,17 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 			  AND m.stage <> 'Recorded' AND m.state <> 'DeadLettered'
 			ORDER BY c.id, m.recorded_at
 		),
+		seen_authored AS (
+			SELECT DISTINCT ON (c.id) c.id, m.id AS mutation_id, m.mutation
+			FROM current c
+			JOIN stored_emails e ON e.id = c.id
+			JOIN mailbox_mutations m ON m.stored_email_id = e.id
+			WHERE c.kind = 'flags' AND m.state = 'Completed' AND m.mutation IN ('MarkRead', 'MarkUnread')
+			  AND (e.remote_flags_observed_at IS NULL OR e.remote_flags_observed_at < m.completed_at)
+			  AND ((m.mutation = 'MarkRead' AND '\Seen' = ANY (c.flags) AND NOT '\Seen' = ANY (e.remote_flags))
+			    OR (m.mutation = 'MarkUnread' AND NOT '\Seen' = ANY (c.flags) AND '\Seen' = ANY (e.remote_flags)))
+			ORDER BY c.id, m.completed_at DESC
+		),
 		noted AS (
 			UPDATE mailbox_mutations m SET source_left_observed_at = coalesce(m.source_left_observed_at, $2), updated_at = $2
 			FROM authored a WHERE m.id = a.mutation_id AND NOT (a.mutation = 'Delete' AND $4 = 'EraseLocalCopy')
@@ -153,8 +181,11 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 		SELECT (SELECT count(*) FROM refreshed), (SELECT count(*) FROM confirmed),
 		       (SELECT count(*) FROM tombstoned), (SELECT count(*) FROM erased),
 		       (SELECT count(*) FROM input) - (SELECT count(*) FROM current),
-		       (SELECT count(*) FROM authored)`,
-		input, time.Now(), w.TakenAt, string(d)).Scan(&r.Refreshed, &r.Confirmed, &r.Tombstoned, &r.Erased, &r.Superseded, &r.LeftByMailFathom)
+		       (SELECT count(*) FROM authored), (SELECT count(*) FROM seen_authored),
+		       (SELECT jsonb_agg(jsonb_build_object('kind', x.mutation, 'mutation', x.mutation_id, 'email', x.id))
+		        FROM (SELECT * FROM authored UNION ALL SELECT * FROM seen_authored) x)`,
+		input, time.Now(), w.TakenAt, string(d)).Scan(&r.Refreshed, &r.Confirmed, &r.Tombstoned, &r.Erased, &r.Superseded,
+		&r.LeftByMailFathom, &r.SeenByMailFathom, &r.Withheld)
 	if err != nil {
 		return ReconcileResult{}, fmt.Errorf("mailstore: apply the answer: %w", err)
 	}
