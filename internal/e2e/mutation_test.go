@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 )
 
 // TestMutateFromTwoProcesses: two `mailfathom mutate` processes ask for the
@@ -76,5 +77,71 @@ func TestMutateFromTwoProcesses(t *testing.T) {
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	require.Contains(t, string(out), id0)
+	p.stop(t)
+}
+
+// TestRelocationSurvivesSIGKILL: `serve` is killed with SIGKILL as soon as
+// a relocation on a server without MOVE has its copy confirmed (the stage
+// after it may already have run: the kill lands wherever the sequence is
+// by then, never before the copy was recorded), and a new process carries
+// it on at the account's next run: the message ends in the destination
+// exactly once and gone from the source, and the owner's own \Deleted
+// message is still there.
+func TestRelocationSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dbtest.URL(t), dovecot.WithCapability("IMAP4rev1 IDLE SPECIAL-USE LIST-EXTENDED LIST-STATUS NAMESPACE AUTH=PLAIN UIDPLUS"))
+	user := b.server.NewUser()
+	user.CreateFolder("Filed")
+	seedCorpus(t, user, "INBOX", 2, 32, 8)
+	owners := user.Append("INBOX", []byte("From: a@example.test\r\nSubject: kept\r\n\r\nowner's\r\n"), time.Now(), imap.FlagDeleted)
+	b.addAccount(t, "killed", user, folderMapping{"inbox", "INBOX"}, folderMapping{"filed", "Filed"})
+	p := b.start(t, "serve-1")
+	b.waitSynced(t, p, 3, time.Minute)
+
+	var emailID string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT e.id::text FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
+		WHERE f.alias = 'INBOX' AND e.uid = 1`).Scan(&emailID))
+	cmd := exec.Command(binary(t), "mutate", "move", emailID, "filed")
+	cmd.Env = fromEnv(b.env)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	id := strings.Fields(string(out))[0]
+
+	stage := func() (string, string) {
+		var stage, state string
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT stage, state FROM mailbox_mutations WHERE id = $1`, id).Scan(&stage, &state))
+		return stage, state
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s, _ := stage()
+		if s != "Recorded" && s != "PlacementIssued" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the copy was never confirmed; log:\n%s", tailLines(p.rawLog(), 40))
+		time.Sleep(time.Millisecond)
+	}
+	p.kill(t)
+	killedAt, _ := stage()
+	t.Logf("killed at stage %s", killedAt)
+
+	p = b.start(t, "serve-2")
+	// The account's next run converges what the killed process left.
+	_, err = b.pool.Exec(context.Background(),
+		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
+	require.NoError(t, err)
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		_, state := stage()
+		if state == "Completed" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline) && p.running(), "not completed after the restart (%s); log:\n%s", state, tailLines(p.rawLog(), 40))
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
+	require.Contains(t, user.UIDs("INBOX"), owners)
+	require.Len(t, user.UIDs("Filed"), 1, "in the destination exactly once")
 	p.stop(t)
 }
