@@ -58,6 +58,13 @@ func (w *MutationStageWorker) Work(ctx context.Context, job *river.Job[jobs.Muta
 		jobqueue.Logger(ctx, w.deps.Logger).InfoContext(ctx, "the mutation's account is no longer configured; it is not carried")
 		return nil
 	}
+	// The job's liveness lock: a process that dies while carrying the
+	// stage has the job handed back by the orphan sweep at once.
+	_, release, err := w.deps.acquireWorkConn(ctx, job.ID)
+	if err != nil {
+		return fmt.Errorf("mutation stage: %w", err)
+	}
+	defer release()
 	_, err = w.deps.carrier.Step(ctx, id, false)
 	if errors.Is(err, mutation.ErrBusy) {
 		return river.JobSnooze(deferral())

@@ -86,7 +86,7 @@ type Dependencies struct {
 	Stopping <-chan struct{}
 
 	// writes and carrier carry mailbox mutations over each account's one
-	// write connection; built by Register.
+	// write connection; built by Register, once per process.
 	writes  *mutation.Connections
 	carrier *mutation.Carrier
 
@@ -133,20 +133,6 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 		}
 		d.Tokens = tokens
 	}
-	if d.carrier == nil {
-		writes, carrier, err := newMutationCarrier(d)
-		if err != nil {
-			return d, err
-		}
-		d.writes, d.carrier = writes, carrier
-		if d.Stopping != nil {
-			// The write connections end with the process.
-			go func() {
-				<-d.Stopping
-				writes.Close()
-			}()
-		}
-	}
 	return d, nil
 }
 
@@ -161,6 +147,19 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	deps, err := deps.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	// One set of write connections per process, shared by every worker.
+	writes, carrier, err := newMutationCarrier(deps)
+	if err != nil {
+		return nil, err
+	}
+	deps.writes, deps.carrier = writes, carrier
+	if deps.Stopping != nil {
+		// The write connections end with the process.
+		go func() {
+			<-deps.Stopping
+			writes.Close()
+		}()
 	}
 	river.AddWorker(ws, &AccountRunWorker{deps: deps})
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
