@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,7 +170,18 @@ func TestMailboxMutations(t *testing.T) {
 			var contentBefore []byte
 			require.NoError(t, b.pool.QueryRow(context.Background(),
 				`SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`, move.EmailID).Scan(&contentBefore))
+			before := len(reads.Lines())
 			b.runAgain(t)
+			// The only body fetched on the wire is the copy's.
+			copyUID := strconv.FormatUint(uint64(b.mutation(t, cp.ID).PlacedUID), 10)
+			bodies := 0
+			for _, line := range reads.Lines()[before:] {
+				if f := strings.Fields(line); strings.Contains(line, "BODY.PEEK[") && len(f) > 3 {
+					require.Equal(t, copyUID, f[3], "a body fetched besides the copy's: %q", line)
+					bodies++
+				}
+			}
+			require.Equal(t, 1, bodies)
 			moved, found, err := mailstore.ReadMutableEmail(context.Background(), b.pool, move.EmailID)
 			require.NoError(t, err)
 			require.True(t, found)
