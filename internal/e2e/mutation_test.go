@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +27,10 @@ import (
 func TestMutateFromTwoProcesses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, dbtest.URL(t))
+	uiPassword := filepath.Join(b.dir, "ui-password")
+	require.NoError(t, os.WriteFile(uiPassword, []byte("mutation-secret\n"), 0o600))
+	b.env["MAILFATHOM_UI_ENABLED"] = "true"
+	b.env["MAILFATHOM_UI_PASSWORD"] = "file:" + uiPassword
 	user := b.server.NewUser()
 	user.CreateFolder("Filed")
 	seedCorpus(t, user, "INBOX", 3, 31, 8)
@@ -77,6 +85,27 @@ func TestMutateFromTwoProcesses(t *testing.T) {
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	require.Contains(t, string(out), id0)
+
+	// The API reads the same, behind River UI's password.
+	get := func(auth bool) (int, map[string]any) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+p.addr(t)+"/api/v1/mutations/"+id0, nil)
+		require.NoError(t, err)
+		if auth {
+			req.SetBasicAuth("admin", "mutation-secret")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	code, _ := get(false)
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, body := get(true)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "completed", body["state"])
+	require.Equal(t, "move", body["kind"])
 	p.stop(t)
 }
 
