@@ -394,3 +394,41 @@ func TestRelocationResumesAfterEachStage(t *testing.T) {
 	require.Contains(t, b.user.UIDs("INBOX"), b.owners)
 	require.Equal(t, []imap.UID{imap.UID(got.PlacedUID)}, b.user.UIDs("Filed"))
 }
+
+// TestFailingChangeSpendsItsAttempts: a change the server keeps refusing
+// fails the account's run each time, is counted once per attempt across
+// runs, and is dead-lettered once MAX_MUTATION_ATTEMPTS are spent.
+func TestFailingChangeSpendsItsAttempts(t *testing.T) {
+	t.Parallel()
+	srv := dovecot.Start(t)
+	b := &mutationBundle{syncBundle: setupSyncOn(t, srv)}
+	b.env["MAILFATHOM_SYNC_MAX_MUTATION_ATTEMPTS"] = "2"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "filed"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Filed"
+	b.user.CreateFolder("Filed")
+	uid := b.user.Append("Filed", mailgen.Message(15, 1, 800), time.Now())
+	b.start(t)
+	b.waitIdle(t)
+	var emailID uuid.UUID
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT id FROM stored_emails WHERE uid = $1`, int64(uid)).Scan(&emailID))
+	// The folder goes away on the server: selecting it is refused from now on.
+	b.user.DeleteFolder("Filed")
+	m, _, err := mutation.Record(context.Background(), b.pool, b.deps(t).Config, b.client,
+		mutation.Request{EmailID: emailID, Kind: "mark-read"})
+	require.NoError(t, err)
+	b.waitIdle(t)
+	got := b.mutation(t, m.ID)
+	require.Equal(t, 1, got.Attempts)
+	require.Equal(t, mutation.CodeCommandRefused, got.FailureCode)
+	require.Equal(t, mailstore.MutationConverging, got.State)
+
+	b.runAgain(t)
+	got = b.mutation(t, m.ID)
+	require.Equal(t, 2, got.Attempts, "counted again by the account's run")
+	require.Equal(t, mailstore.MutationConverging, got.State)
+	b.runAgain(t)
+	got = b.mutation(t, m.ID)
+	require.Equal(t, mailstore.MutationDeadLettered, got.State)
+	require.Equal(t, mutation.CodeAttemptsExhausted, got.FailureCode)
+	require.Equal(t, 2, got.Attempts)
+}
