@@ -1,9 +1,11 @@
 // Package imapx is MailFathom's IMAP adapter over go-imap v2.
 //
-// Its types expose no operation that can change a mailbox: folders are
-// opened with EXAMINE and content is fetched with BODY.PEEK, so nothing
-// that holds a ReadSession can set \Seen or move, copy or delete a
-// message.
+// Its read-side types expose no operation that can change a mailbox:
+// folders are opened with EXAMINE and content is fetched with BODY.PEEK, so
+// nothing that holds a ReadSession can set \Seen or move, copy or delete a
+// message. The one type that can change a mailbox, WriteConnection, is a
+// separate type that no read-side type holds, returns or converts to, so
+// that guarantee is checked by the compiler (see Write connection).
 //
 // # Read sessions
 //
@@ -50,6 +52,27 @@
 // off the session's own connection also keeps every go-imap command there
 // safe from a VANISHED it would die on. That connection sends only ENABLE,
 // EXAMINE, UID FETCH of FLAGS, UID and MODSEQ, UID SEARCH and LOGOUT.
+//
+// # Write connection
+//
+// OpenWriteConnection opens the one connection of an account that changes
+// the mailbox, with the same dial, TLS policy and authentication. It
+// selects a folder read-write and issues one command per call, each for
+// one UID:
+//
+//	w, err := imapx.OpenWriteConnection(ctx, ep, opts)
+//	uv, err := w.Select(ctx, path)              // SELECT, read-write
+//	p, err := w.Move(ctx, uid, dest)            // UID MOVE (RFC 6851), only where MOVE is advertised
+//	p, err := w.Copy(ctx, uid, dest)            // UID COPY; p is the COPYUID placement (RFC 4315)
+//	err = w.StoreFlag(ctx, uid, `\Deleted`, true) // UID STORE +FLAGS.SILENT
+//	err = w.ExpungeUID(ctx, uid)                // UID EXPUNGE (RFC 4315), only where UIDPLUS is advertised
+//
+// It never sends a plain EXPUNGE, which would also remove what the owner
+// flagged \Deleted, and never uses go-imap's Move fallback. A relocation or
+// delete the server offers no safe way to carry is ErrNoSafeWay, before
+// anything is sent; a missing destination is ErrDestinationMissing; a MOVE
+// or COPY whose answer was never read is a *PlacementUnknownError, which
+// IsTransient reports false so that no retry layer issues it again.
 //
 // # Failures
 //

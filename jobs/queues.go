@@ -12,7 +12,9 @@ const (
 	QueueFolders = "folders"
 	// QueueBackfill runs extraction backfill batches.
 	QueueBackfill = "backfill"
+	// QueueMutations runs mailbox mutation stages.
+	QueueMutations = "mutations"
 )
 
 // Queues lists every queue name, in a fixed order.
-var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill}
+var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations}

@@ -100,6 +100,10 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
 
 	start := w.deps.Now()
+	// Unfinished changes are taken in hand before any folder is touched.
+	if err := w.deps.convergeMutations(ctx, logger, key); err != nil {
+		return err
+	}
 	resolutions, err := w.discover(ctx, account)
 	// The mailbox work is done: give the slots back before scheduling the
 	// folder passes, which need them.

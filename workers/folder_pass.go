@@ -110,6 +110,12 @@ func logReport(ctx context.Context, logger *slog.Logger, rep forwardpass.Report,
 	if rep.ProgressReset {
 		attrs = append(attrs, slog.Bool("progress_reset", true))
 	}
+	if n := rep.WithheldChanges(); n > 0 {
+		// On a line of its own: mail MailFathom filed here is not new mail.
+		logger.InfoContext(ctx, "discoveries recognized as changes of MailFathom's own and withheld",
+			slog.Int("withheld_changes", n), slog.Int("carried_by_mailfathom", rep.CarriedByMailFathom),
+			slog.Int("copied_by_mailfathom", rep.CopiedByMailFathom))
+	}
 	if err != nil {
 		logger.WarnContext(ctx, "folder pass ended early", append(attrs, slog.String("error_type", fmt.Sprintf("%T", err)))...)
 		return

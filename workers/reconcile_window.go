@@ -56,6 +56,17 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 	attrs := []any{slog.Int("window", rep.Window), slog.Int("refreshed", rep.Refreshed), slog.Int("confirmed", rep.Confirmed),
 		slog.Int("superseded", rep.Superseded), slog.String("mode", rep.Mode), slog.Bool("narrowed", rep.Narrowed),
 		slog.Bool("more_to_reconcile", !rep.QueueEmptied)}
+	if len(rep.Withheld) > 0 {
+		// On a line of its own: mail MailFathom moved, deleted or marked
+		// is not mail that vanished or was read by someone.
+		logger.InfoContext(ctx, "changes recognized as MailFathom's own and withheld",
+			slog.Int("withheld_changes", len(rep.Withheld)),
+			slog.Int("left_by_mailfathom", rep.LeftByMailFathom), slog.Int("seen_by_mailfathom", rep.SeenByMailFathom))
+		for _, c := range rep.Withheld {
+			logger.DebugContext(ctx, "change withheld: MailFathom's own", slog.String("kind", string(c.Kind)),
+				slog.String("mutation", c.MutationID.String()), slog.String("email", c.EmailID.String()))
+		}
+	}
 	if gone := rep.Gone(); gone > 0 {
 		logger.WarnContext(ctx, "messages left the folder on the server",
 			append(attrs, slog.Int("gone", gone), slog.String("disposition", rep.Disposition))...)

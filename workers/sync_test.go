@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/outbound"
@@ -49,6 +50,13 @@ type syncBundle struct {
 	metrics *prometheus.Registry
 	// workerDeps are the workers' dependencies of the latest start.
 	workerDeps workers.Dependencies
+	// openRead, when set, opens the read sessions.
+	openRead func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
+	// openWrite, when set, opens the write connections.
+	openWrite func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)
+	// noMutationWorkers leaves the mutations queue unworked, so mutations
+	// advance only in account runs.
+	noMutationWorkers bool
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -56,7 +64,12 @@ type syncBundle struct {
 // authority). Options edit the environment before anything starts.
 func setupSync(t *testing.T, opts ...dovecot.Option) *syncBundle {
 	t.Helper()
-	s := dovecot.Start(t, opts...)
+	return setupSyncOn(t, dovecot.Start(t, opts...))
+}
+
+// setupSyncOn is setupSync on the Dovecot s.
+func setupSyncOn(t *testing.T, s *dovecot.Server) *syncBundle {
+	t.Helper()
 	u := s.NewUser()
 	dir := t.TempDir()
 	files, err := s.CA().WriteFiles(dir)
@@ -106,15 +119,20 @@ func (b *syncBundle) start(t *testing.T) {
 	b.metrics = prometheus.NewRegistry()
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
-	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
+	stopping := make(chan struct{})
+	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines, OpenWriteConnection: b.openWrite, OpenSession: b.openRead, Stopping: stopping}
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
+	mutationWorkers := 1
+	if b.noMutationWorkers {
+		mutationWorkers = 0
+	}
 	client, err := jobqueue.NewClient(jobqueue.Config{
 		Pool:         b.pool,
 		Workers:      ws,
 		Middleware:   []rivertype.WorkerMiddleware{failures},
-		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1},
+		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1, jobs.QueueMutations: mutationWorkers},
 		Logger:       logger,
 	})
 	require.NoError(t, err)
@@ -122,6 +140,7 @@ func (b *syncBundle) start(t *testing.T) {
 	require.NoError(t, client.Start(ctx))
 	b.client = client
 	b.stop = func() {
+		close(stopping)
 		require.NoError(t, jobqueue.Drain(context.Background(), client, 5*time.Second))
 		cancel()
 		b.stop = nil
@@ -160,8 +179,9 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 		var busy int
 		require.NoError(t, b.pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM river_job
-			WHERE state IN ('available', 'running', 'pending')
-			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds')`).Scan(&busy))
+			WHERE (state IN ('available', 'running', 'pending')
+			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds'))
+			  AND NOT (kind = 'mutation_stage' AND $1)`, b.noMutationWorkers).Scan(&busy))
 		if busy == 0 {
 			quiet++
 		} else {

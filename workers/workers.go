@@ -44,6 +44,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
@@ -65,6 +66,9 @@ type Dependencies struct {
 	// OpenSession opens a read-only IMAP session. Default:
 	// imapx.OpenReadSession.
 	OpenSession func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
+	// OpenWriteConnection opens an account's write connection. Default:
+	// imapx.OpenWriteConnection.
+	OpenWriteConnection func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Resilience holds the outbound resilience pipelines every mailbox and
@@ -80,6 +84,11 @@ type Dependencies struct {
 	// a folder pass then ends after the batch in flight, with its
 	// checkpoint, instead of opening another. Default: never closed.
 	Stopping <-chan struct{}
+
+	// writes and carrier carry mailbox mutations over each account's one
+	// write connection; built by Register, once per process.
+	writes  *mutation.Connections
+	carrier *mutation.Carrier
 
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
@@ -97,6 +106,11 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	if d.OpenSession == nil {
 		d.OpenSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
 			return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
+		}
+	}
+	if d.OpenWriteConnection == nil {
+		d.OpenWriteConnection = func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error) {
+			return imapx.OpenWriteConnection(ctx, ep, imapx.SessionOptions{})
 		}
 	}
 	if d.Now == nil {
@@ -134,10 +148,24 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	if err != nil {
 		return nil, err
 	}
+	// One set of write connections per process, shared by every worker.
+	writes, carrier, err := newMutationCarrier(deps)
+	if err != nil {
+		return nil, err
+	}
+	deps.writes, deps.carrier = writes, carrier
+	if deps.Stopping != nil {
+		// The write connections end with the process.
+		go func() {
+			<-deps.Stopping
+			writes.Close()
+		}()
+	}
 	river.AddWorker(ws, &AccountRunWorker{deps: deps})
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
 	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
 	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
+	river.AddWorker(ws, &MutationStageWorker{deps: deps})
 	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true}
 	return &failureMiddleware{
 		logger: deps.Logger,
@@ -145,6 +173,7 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 			jobs.AccountRun{}.Kind():      {record: recordRunFailure(deps), afterCancel: scheduleAfterFailure(deps)},
 			jobs.FolderPass{}.Kind():      folder,
 			jobs.ReconcileWindow{}.Kind(): folder,
+			jobs.MutationStage{}.Kind():   {record: recordMutationFailure(deps), endsJob: true},
 		},
 	}, nil
 }

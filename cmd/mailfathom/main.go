@@ -9,6 +9,8 @@
 //	mailfathom search WORDS    search the stored mail of the configured accounts
 //	mailfathom reindex-search  rebuild the search index under the configured text search configuration
 //	mailfathom status          each account's and folder's synchronization status
+//	mailfathom mutate KIND ID  ask for a change to one stored email (move, copy, delete, mark-read, mark-unread)
+//	mailfathom mutations       list the changes asked for and where each stands
 //	mailfathom check-config    validate the MAILFATHOM_ environment
 //	mailfathom probe URL       exit 0 when URL answers 200 OK
 //
@@ -41,6 +43,10 @@ commands:
                    search the stored mail of the configured accounts
   reindex-search   rebuild the search index under MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION
   status [-json]   each account's and folder alias's synchronization status
+  mutate [-request-id KEY] move|copy|delete|mark-read|mark-unread EMAIL_ID [DESTINATION_ALIAS]
+                   ask for a change to one stored email (EMAIL_ID as search prints it)
+  mutations [-account ID] [-state pending|converging|completed|dead-lettered]
+                   list the mailbox changes asked for and where each stands
   check-config     validate the MAILFATHOM_ environment variables and report every problem
   probe URL        exit 0 when URL answers 200 OK (container health checks)
 `
@@ -64,6 +70,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return reindexSearchCmd(ctx, environ, stdout, stderr)
 	case "status":
 		return statusCmd(ctx, args[1:], environ, stdout, stderr)
+	case "mutate":
+		return mutateCmd(ctx, args[1:], environ, stdout, stderr)
+	case "mutations":
+		return mutationsCmd(ctx, args[1:], environ, stdout, stderr)
 	case "probe":
 		return probe(ctx, args[1:], stderr)
 	case "help", "-h", "--help":

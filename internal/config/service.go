@@ -91,6 +91,9 @@ type Queues struct {
 	// Backfill is MAILFATHOM_QUEUE_BACKFILL_WORKERS. Default 1; 0 also
 	// means 1.
 	Backfill int
+	// Mutations is MAILFATHOM_QUEUE_MUTATIONS_WORKERS, the workers carrying
+	// mailbox mutation stages. Default 1; 0 also means 1.
+	Mutations int
 }
 
 // EffectiveQueueWorkers returns the worker count each queue runs with: the
@@ -109,24 +112,27 @@ func (c *Config) EffectiveQueueWorkers() Queues {
 	if q.Backfill == 0 {
 		q.Backfill = 1
 	}
+	if q.Mutations == 0 {
+		q.Mutations = 1
+	}
 	return q
 }
 
 type rawService struct {
-	HTTPAddr        string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	InterpretMode   string `env:"SECRET_INTERPRETATION_MODE" envDefault:"ReferenceOnly"`
-	UIEnabled       string `env:"UI_ENABLED" envDefault:"true"`
-	UIUsername      string `env:"UI_USERNAME" envDefault:"admin"`
-	UIPassword      string `env:"UI_PASSWORD"`
-	MigrateOnStart  string `env:"MIGRATE_ON_START" envDefault:"true"`
-	LogFormat       string `env:"LOG_FORMAT" envDefault:"json"`
-	LogLevel        string `env:"LOG_LEVEL" envDefault:"info"`
-	AccountsWorkers string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
-	FoldersWorkers  string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
-	BackfillWorkers string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
-	// The mutations and embeddings queues are bound only so that setting
-	// them is refused by name (see unavailableFeatures).
-	MutationsWorkers  string `env:"QUEUE_MUTATIONS_WORKERS"`
+	HTTPAddr         string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	InterpretMode    string `env:"SECRET_INTERPRETATION_MODE" envDefault:"ReferenceOnly"`
+	UIEnabled        string `env:"UI_ENABLED" envDefault:"true"`
+	UIUsername       string `env:"UI_USERNAME" envDefault:"admin"`
+	UIPassword       string `env:"UI_PASSWORD"`
+	MigrateOnStart   string `env:"MIGRATE_ON_START" envDefault:"true"`
+	LogFormat        string `env:"LOG_FORMAT" envDefault:"json"`
+	LogLevel         string `env:"LOG_LEVEL" envDefault:"info"`
+	AccountsWorkers  string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
+	FoldersWorkers   string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
+	BackfillWorkers  string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
+	MutationsWorkers string `env:"QUEUE_MUTATIONS_WORKERS" envDefault:"1"`
+	// The embeddings queue is bound only so that setting it is refused by
+	// name (see unavailableFeatures).
 	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS"`
 }
 
@@ -164,4 +170,5 @@ func convertService(c *converter, raw rawService, cfg *Config) {
 	cfg.Queues.Accounts = c.integer(Prefix+"QUEUE_ACCOUNTS_WORKERS", raw.AccountsWorkers, 0, maxWorkers)
 	cfg.Queues.Folders = c.integer(Prefix+"QUEUE_FOLDERS_WORKERS", raw.FoldersWorkers, 0, maxWorkers)
 	cfg.Queues.Backfill = c.integer(Prefix+"QUEUE_BACKFILL_WORKERS", raw.BackfillWorkers, 0, maxWorkers)
+	cfg.Queues.Mutations = c.integer(Prefix+"QUEUE_MUTATIONS_WORKERS", raw.MutationsWorkers, 0, maxWorkers)
 }

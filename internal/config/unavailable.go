@@ -28,13 +28,6 @@ var unavailableFeatures = []unavailableFeature{
 		Prefix + "SYNC_PUSH_DEGRADATION_PERIOD",
 		Prefix + "SYNC_MAX_SUBSCRIBED_FOLDERS",
 	}},
-	{"mailbox mutations", "are", []string{
-		Prefix + "SYNC_WRITE_CONNECTION_IDLE_PERIOD",
-		Prefix + "SYNC_MAX_MUTATIONS_PER_CONVERGENCE_PASS",
-		Prefix + "SYNC_UNKNOWN_MUTATION_OUTCOME_GRACE",
-		Prefix + "SYNC_MAX_MUTATION_ATTEMPTS",
-		Prefix + "QUEUE_MUTATIONS_WORKERS",
-	}},
 	{"embedding", "is", []string{
 		Prefix + "QUEUE_EMBEDDINGS_WORKERS",
 		resilienceSectionPrefix + "AI_PROVIDER_INVOCATION_",

@@ -159,7 +159,18 @@ type Report struct {
 	Scope mailstore.ScopeChange `json:"scope,omitzero"`
 	// More reports that work remains beyond this pass's batch bound.
 	More bool `json:"more"`
+	// CarriedByMailFathom counts discoveries a relocation of MailFathom's
+	// own placed: the existing stored email was carried onto them, with no
+	// fetch and no new row. CopiedByMailFathom counts the copies it
+	// placed, stored as discoveries whose provenance is settled. Both are
+	// changes withheld from everything that reacts to new mail.
+	CarriedByMailFathom int `json:"carried_by_mailfathom"`
+	CopiedByMailFathom  int `json:"copied_by_mailfathom"`
 }
+
+// WithheldChanges is the number of discoveries the pass recognized as changes of
+// MailFathom's own.
+func (r Report) WithheldChanges() int { return r.CarriedByMailFathom + r.CopiedByMailFathom }
 
 // Run runs one pass over binding. It returns the report of what it
 // committed even when it fails part-way.
@@ -387,6 +398,13 @@ func lastBelow(uids []uint32, limit uint32) uint32 {
 }
 
 func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
+	batch, err := p.join(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		return nil
+	}
 	meta, err := p.sess.FetchMetadata(ctx, batch)
 	if err != nil {
 		return err
@@ -463,6 +481,43 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 		return err
 	}
 	return p.settleMissing(ctx, batch, missing, byUID, c)
+}
+
+// join joins the batch's UIDs to the placements of MailFathom's own that
+// the server named by COPYUID (mailstore.JoinPlacements), in a transaction
+// of its own, and returns the UIDs left to fetch: a relocated message is
+// the stored email carried across, and nothing of it is fetched. Each
+// joined change is named at Debug with its kind, the mutation and the
+// local email, nothing from the message.
+func (p *pass) join(ctx context.Context, batch []uint32) ([]uint32, error) {
+	var joined []mailstore.PlacementJoin
+	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+		var err error
+		joined, err = mailstore.JoinPlacements(ctx, tx, p.binding.ID, p.state.UIDValidity, batch, time.Now())
+		return err
+	})
+	if err != nil || len(joined) == 0 {
+		return batch, err
+	}
+	carried := make(map[uint32]bool, len(joined))
+	for _, j := range joined {
+		if j.Kind == mailstore.MutationRelocate {
+			carried[j.UID] = true
+			p.rep.CarriedByMailFathom++
+		} else {
+			p.rep.CopiedByMailFathom++
+		}
+		p.logger.DebugContext(ctx, "discovery withheld: a change of MailFathom's own",
+			slog.String("kind", string(j.Kind)), slog.String("mutation", j.MutationID.String()),
+			slog.String("email", j.EmailID.String()), slog.Uint64("uid", uint64(j.UID)))
+	}
+	rest := batch[:0:0]
+	for _, u := range batch {
+		if !carried[u] {
+			rest = append(rest, u)
+		}
+	}
+	return rest, nil
 }
 
 // settleMissing decides what became of the messages whose body the server

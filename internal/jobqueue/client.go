@@ -110,3 +110,17 @@ func pollInterval(queue string) time.Duration {
 	}
 	return 0
 }
+
+// NewInsertClient builds a River client that only inserts jobs: it works
+// no queue and is never started. The command line uses it to record work
+// (a mailbox mutation's first stage) that a serving process carries out.
+func NewInsertClient(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	if pool == nil {
+		return nil, errors.New("jobqueue: Pool is required")
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("jobqueue: new river insert client: %w", err)
+	}
+	return client, nil
+}

@@ -40,6 +40,29 @@ type ReconcileResult struct {
 	// Superseded are the window's rows another writer observed after the
 	// window was taken: its answer supersedes this one, deletion included.
 	Superseded int `json:"superseded"`
+	// LeftByMailFathom are disappearances a mailbox mutation of
+	// MailFathom's own accounts for (a relocation or a delete it issued):
+	// no tombstone or erasure as for mail someone else removed. A
+	// relocated row keeps its place until its placement is discovered; an
+	// email MailFathom deleted is hidden (or erased) as its delete does.
+	LeftByMailFathom int `json:"left_by_mailfathom"`
+	// SeenByMailFathom are \Seen changes a completed mark-read or
+	// mark-unread of MailFathom's own accounts for: the flag moved the way
+	// the store asked, and the occurrence's last observation predates the
+	// store's completion. The snapshot follows the server either way; this
+	// only says whose act it was.
+	SeenByMailFathom int `json:"seen_by_mailfathom"`
+	// Withheld names each change of MailFathom's own the window
+	// recognized: ids and kinds only.
+	Withheld []WithheldChange `json:"-"`
+}
+
+// WithheldChange is one change of MailFathom's own a run recognized and
+// withheld from what reacts to changes.
+type WithheldChange struct {
+	Kind       MutationKind `json:"kind"`
+	MutationID uuid.UUID    `json:"mutation"`
+	EmailID    uuid.UUID    `json:"email"`
 }
 
 // Gone is the number of disappearances this pass acted on.
@@ -92,6 +115,47 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 			WHERE e.remote_expunge_observed_at IS NULL
 			  AND (e.remote_flags_observed_at IS NULL OR e.remote_flags_observed_at <= $3)
 		),
+		authored AS (
+			SELECT DISTINCT ON (c.id) c.id, m.id AS mutation_id, m.mutation
+			FROM current c
+			JOIN stored_emails e ON e.id = c.id
+			JOIN mailbox_mutations m ON m.source_mail_folder_id = e.mail_folder_id
+			 AND m.source_uid_validity = e.uid_validity AND m.source_uid = e.uid
+			WHERE c.kind = 'gone' AND m.mutation IN ('Relocate', 'Delete')
+			  AND m.stage <> 'Recorded' AND m.state <> 'DeadLettered'
+			ORDER BY c.id, m.recorded_at
+		),
+		seen_authored AS (
+			SELECT DISTINCT ON (c.id) c.id, m.id AS mutation_id, m.mutation
+			FROM current c
+			JOIN stored_emails e ON e.id = c.id
+			JOIN mailbox_mutations m ON m.stored_email_id = e.id
+			WHERE c.kind = 'flags' AND m.state = 'Completed' AND m.mutation IN ('MarkRead', 'MarkUnread')
+			  AND (e.remote_flags_observed_at IS NULL OR e.remote_flags_observed_at < m.completed_at)
+			  AND ((m.mutation = 'MarkRead' AND '\Seen' = ANY (c.flags) AND NOT '\Seen' = ANY (e.remote_flags))
+			    OR (m.mutation = 'MarkUnread' AND NOT '\Seen' = ANY (c.flags) AND '\Seen' = ANY (e.remote_flags)))
+			ORDER BY c.id, m.completed_at DESC
+		),
+		noted AS (
+			UPDATE mailbox_mutations m SET source_left_observed_at = coalesce(m.source_left_observed_at, $2), updated_at = $2
+			FROM authored a WHERE m.id = a.mutation_id AND NOT (a.mutation = 'Delete' AND $4 = 'EraseLocalCopy')
+			RETURNING m.id
+		),
+		kept AS (
+			UPDATE stored_emails e SET remote_flags_observed_at = $2
+			FROM authored a WHERE e.id = a.id AND a.mutation = 'Relocate'
+			RETURNING e.id
+		),
+		authored_hidden AS (
+			UPDATE stored_emails e SET remote_expunge_observed_at = $2, updated_at = $2
+			FROM authored a WHERE e.id = a.id AND a.mutation = 'Delete' AND $4 = 'RetainTombstone'
+			RETURNING e.id
+		),
+		authored_erased AS (
+			DELETE FROM stored_emails e USING authored a
+			WHERE e.id = a.id AND a.mutation = 'Delete' AND $4 = 'EraseLocalCopy'
+			RETURNING e.id
+		),
 		refreshed AS (
 			UPDATE stored_emails e SET remote_flags = c.flags, remote_flags_observed_at = $2, updated_at = $2
 			FROM current c WHERE e.id = c.id AND c.kind = 'flags'
@@ -105,17 +169,23 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 		tombstoned AS (
 			UPDATE stored_emails e SET remote_expunge_observed_at = $2, updated_at = $2
 			FROM current c WHERE e.id = c.id AND c.kind = 'gone' AND $4 = 'RetainTombstone'
+			  AND c.id NOT IN (SELECT id FROM authored)
 			RETURNING e.id
 		),
 		erased AS (
 			DELETE FROM stored_emails e USING current c
 			WHERE e.id = c.id AND c.kind = 'gone' AND $4 = 'EraseLocalCopy'
+			  AND c.id NOT IN (SELECT id FROM authored)
 			RETURNING e.id
 		)
 		SELECT (SELECT count(*) FROM refreshed), (SELECT count(*) FROM confirmed),
 		       (SELECT count(*) FROM tombstoned), (SELECT count(*) FROM erased),
-		       (SELECT count(*) FROM input) - (SELECT count(*) FROM current)`,
-		input, time.Now(), w.TakenAt, string(d)).Scan(&r.Refreshed, &r.Confirmed, &r.Tombstoned, &r.Erased, &r.Superseded)
+		       (SELECT count(*) FROM input) - (SELECT count(*) FROM current),
+		       (SELECT count(*) FROM authored), (SELECT count(*) FROM seen_authored),
+		       (SELECT jsonb_agg(jsonb_build_object('kind', x.mutation, 'mutation', x.mutation_id, 'email', x.id))
+		        FROM (SELECT * FROM authored UNION ALL SELECT * FROM seen_authored) x)`,
+		input, time.Now(), w.TakenAt, string(d)).Scan(&r.Refreshed, &r.Confirmed, &r.Tombstoned, &r.Erased, &r.Superseded,
+		&r.LeftByMailFathom, &r.SeenByMailFathom, &r.Withheld)
 	if err != nil {
 		return ReconcileResult{}, fmt.Errorf("mailstore: apply the answer: %w", err)
 	}

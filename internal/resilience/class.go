@@ -103,6 +103,10 @@ const SharedInstance = "shared"
 // that pins no folder (listing folders, establishing for discovery).
 const OperationFolderDiscovery = "folder-discovery"
 
+// OperationMailboxMutation is the operation name of the write connection's
+// work: opening it and the commands of a mailbox mutation.
+const OperationMailboxMutation = "mailbox-mutation"
+
 // Key identifies one pipeline: a dependency class and the remote instance
 // it talks to. Instance is deployment vocabulary — the configured account
 // id, the endpoint alias, or SharedInstance — and never anything taken from

@@ -87,9 +87,10 @@ func OptionsFromConfig(cfg *config.Config, resolver *secret.Resolver) Options {
 		UIUsername:       cfg.UI.Username,
 		MigrateOnStart:   cfg.MigrateOnStart,
 		QueueWorkers: map[string]int{
-			jobs.QueueAccounts: q.Accounts,
-			jobs.QueueFolders:  q.Folders,
-			jobs.QueueBackfill: q.Backfill,
+			jobs.QueueAccounts:  q.Accounts,
+			jobs.QueueFolders:   q.Folders,
+			jobs.QueueBackfill:  q.Backfill,
+			jobs.QueueMutations: q.Mutations,
 		},
 		ShutdownDrain: cfg.Sync.ShutdownDrainTimeout,
 		AccountCount:  len(cfg.Accounts),

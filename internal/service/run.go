@@ -26,6 +26,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
@@ -201,6 +202,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := reg.Register(status.NewCollector(pool, statusOpts)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := reg.Register(mutation.NewCollector(pool)); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	go workers.Maintain(sweepCtx, deps, client, lock.Leading, repaired, logger)
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
@@ -242,9 +246,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 		r.cancelUI = cancelUI
 		statusHandler := status.NewHandler(pool, statusOpts, logger)
+		mutations := mutation.NewHandler(pool, cfg, client, logger)
 		routes.Mount = func(mux *http.ServeMux) {
 			ui.Mount(mux)
 			statusHandler.Mount(mux, ui.Protect)
+			mutations.Mount(mux, ui.Protect)
 		}
 	}
 

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+)
+
+// TestMutateFromTwoProcesses: two `mailfathom mutate` processes ask for the
+// same change under the same request id at the same moment; one change is
+// recorded, both print it, and the serving process carries it out once —
+// the message is in the destination exactly once and gone from the source,
+// checked over a connection of its own.
+func TestMutateFromTwoProcesses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dbtest.URL(t))
+	uiPassword := filepath.Join(b.dir, "ui-password")
+	require.NoError(t, os.WriteFile(uiPassword, []byte("mutation-secret\n"), 0o600))
+	b.env["MAILFATHOM_UI_ENABLED"] = "true"
+	b.env["MAILFATHOM_UI_PASSWORD"] = "file:" + uiPassword
+	user := b.server.NewUser()
+	user.CreateFolder("Filed")
+	seedCorpus(t, user, "INBOX", 3, 31, 8)
+	b.addAccount(t, "movers", user, folderMapping{"inbox", "INBOX"}, folderMapping{"filed", "Filed"})
+	p := b.start(t, "serve")
+	b.waitSynced(t, p, 3, time.Minute)
+
+	var emailID string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT e.id::text FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
+		WHERE f.alias = 'INBOX' AND e.uid = 1`).Scan(&emailID))
+
+	outs := make([]string, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(binary(t), "mutate", "-request-id", "same-request", "move", emailID, "filed")
+			cmd.Env = fromEnv(b.env)
+			out, err := cmd.CombinedOutput()
+			outs[i], errs[i] = string(out), err
+		}()
+	}
+	wg.Wait()
+	for i := range outs {
+		require.NoError(t, errs[i], outs[i])
+	}
+	id0, id1 := strings.Fields(outs[0])[0], strings.Fields(outs[1])[0]
+	require.Equal(t, id0, id1, "both processes name the one change")
+	require.Equal(t, 1, strings.Count(outs[0]+outs[1], "already recorded"), "one recorded it, the other found it")
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var state string
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM mailbox_mutations WHERE id = $1`, id0).Scan(&state))
+		if state == "Completed" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline) && p.running(), "the mutation did not complete: %s; log:\n%s", state, tailLines(p.rawLog(), 40))
+		time.Sleep(100 * time.Millisecond)
+	}
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM mailbox_mutations`).Scan(&n))
+	require.Equal(t, 1, n)
+	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
+	require.Len(t, user.UIDs("Filed"), 1)
+
+	cmd := exec.Command(binary(t), "mutations", "-state", "completed")
+	cmd.Env = fromEnv(b.env)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	require.Contains(t, string(out), id0)
+
+	// The API reads the same, behind River UI's password.
+	get := func(auth bool) (int, map[string]any) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+p.addr(t)+"/api/v1/mutations/"+id0, nil)
+		require.NoError(t, err)
+		if auth {
+			req.SetBasicAuth("admin", "mutation-secret")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	code, _ := get(false)
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, body := get(true)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "completed", body["state"])
+	require.Equal(t, "move", body["kind"])
+	p.stop(t)
+}
+
+// TestRelocationSurvivesSIGKILL: `serve` is killed with SIGKILL as soon as
+// a relocation on a server without MOVE has its copy confirmed (the stage
+// after it may already have run: the kill lands wherever the sequence is
+// by then, never before the copy was recorded), and a new process carries
+// it on at the account's next run: the message ends in the destination
+// exactly once and gone from the source, and the owner's own \Deleted
+// message is still there.
+func TestRelocationSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	b := setup(t, dbtest.URL(t), dovecot.WithCapability("IMAP4rev1 IDLE SPECIAL-USE LIST-EXTENDED LIST-STATUS NAMESPACE AUTH=PLAIN UIDPLUS"))
+	user := b.server.NewUser()
+	user.CreateFolder("Filed")
+	seedCorpus(t, user, "INBOX", 2, 32, 8)
+	owners := user.Append("INBOX", []byte("From: a@example.test\r\nSubject: kept\r\n\r\nowner's\r\n"), time.Now(), imap.FlagDeleted)
+	b.addAccount(t, "killed", user, folderMapping{"inbox", "INBOX"}, folderMapping{"filed", "Filed"})
+	p := b.start(t, "serve-1")
+	b.waitSynced(t, p, 3, time.Minute)
+
+	var emailID string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT e.id::text FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
+		WHERE f.alias = 'INBOX' AND e.uid = 1`).Scan(&emailID))
+	cmd := exec.Command(binary(t), "mutate", "move", emailID, "filed")
+	cmd.Env = fromEnv(b.env)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	id := strings.Fields(string(out))[0]
+
+	stage := func() (string, string) {
+		var stage, state string
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT stage, state FROM mailbox_mutations WHERE id = $1`, id).Scan(&stage, &state))
+		return stage, state
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s, _ := stage()
+		if s != "Recorded" && s != "PlacementIssued" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the copy was never confirmed; log:\n%s", tailLines(p.rawLog(), 40))
+		time.Sleep(time.Millisecond)
+	}
+	p.kill(t)
+	killedAt, _ := stage()
+	t.Logf("killed at stage %s", killedAt)
+
+	p = b.start(t, "serve-2")
+	// The account's next run converges what the killed process left.
+	_, err = b.pool.Exec(context.Background(),
+		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
+	require.NoError(t, err)
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		_, state := stage()
+		if state == "Completed" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline) && p.running(), "not completed after the restart (%s); log:\n%s", state, tailLines(p.rawLog(), 40))
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
+	require.Contains(t, user.UIDs("INBOX"), owners)
+	require.Len(t, user.UIDs("Filed"), 1, "in the destination exactly once")
+	p.stop(t)
+}

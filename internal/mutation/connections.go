@@ -1,0 +1,239 @@
+package mutation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/slots"
+)
+
+// Opener opens a write connection for an account key.
+type Opener func(ctx context.Context, accountKey string) (*imapx.WriteConnection, error)
+
+// ConnectionsConfig configures Connections.
+type ConnectionsConfig struct {
+	// Pool holds the write-connection locks. Required.
+	Pool *pgxpool.Pool
+	// Registry runs establishment and commands under the account's
+	// pipelines. Required.
+	Registry *resilience.Registry
+	// Open opens a connection. Required.
+	Open Opener
+	// IdlePeriod is WriteConnectionIdlePeriod: how long a connection is
+	// kept after its last change. Default 2 min.
+	IdlePeriod time.Duration
+	// Logger receives account ids and durations only. Default: discard.
+	Logger *slog.Logger
+}
+
+// Connections holds each account's one write connection. It opens it on
+// the first change, keeps it for IdlePeriod after the last, and closes it
+// then. A second change of the same account waits for the first rather
+// than opening a second connection, and another process holding the
+// account's connection is slots.ErrFull, a deferral.
+type Connections struct {
+	cfg ConnectionsConfig
+
+	mu       sync.Mutex
+	accounts map[string]*accountConn
+	closed   bool
+}
+
+// accountConn is one account's connection and its lock. sem admits one
+// user at a time and is what a second change waits on.
+type accountConn struct {
+	sem   chan struct{}
+	w     *imapx.WriteConnection
+	db    *pgx.Conn
+	lock  *slots.Lock
+	timer *time.Timer
+}
+
+// NewConnections validates cfg and fills its defaults.
+func NewConnections(cfg ConnectionsConfig) (*Connections, error) {
+	if cfg.Pool == nil || cfg.Registry == nil || cfg.Open == nil {
+		return nil, errors.New("mutation: connections need a pool, a registry and an opener")
+	}
+	if cfg.IdlePeriod <= 0 {
+		cfg.IdlePeriod = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Connections{cfg: cfg, accounts: map[string]*accountConn{}}, nil
+}
+
+func (c *Connections) entry(account string) (*accountConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("mutation: the write connections are closed")
+	}
+	a := c.accounts[account]
+	if a == nil {
+		a = &accountConn{sem: make(chan struct{}, 1)}
+		c.accounts[account] = a
+	}
+	return a, nil
+}
+
+// Session is the account's write connection lent to one caller of Use.
+type Session struct {
+	c       *Connections
+	a       *accountConn
+	account string
+}
+
+// Use lends the account's write connection to fn, opening it (and taking
+// the account's write-connection lock) when none is open. It waits while
+// another change of this process uses it, and returns slots.ErrFull when
+// another process holds the account's connection.
+func (c *Connections) Use(ctx context.Context, account string, fn func(s *Session) error) error {
+	a, err := c.entry(account)
+	if err != nil {
+		return err
+	}
+	select {
+	case a.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	defer func() {
+		a.timer = time.AfterFunc(c.cfg.IdlePeriod, func() { c.closeIdle(account, a) })
+		<-a.sem
+	}()
+	if a.lock == nil {
+		// A session of its own rather than one of the pool's: it lives as
+		// long as the write connection, and closing the pool must not
+		// wait for it.
+		db, err := pgx.ConnectConfig(ctx, c.cfg.Pool.Config().ConnConfig.Copy())
+		if err != nil {
+			return fmt.Errorf("mutation: connect for the write-connection lock: %w", err)
+		}
+		lock, err := slots.AcquireWriteConnection(ctx, db, account)
+		if err != nil {
+			_ = db.Close(context.WithoutCancel(ctx))
+			return err
+		}
+		a.db, a.lock = db, lock
+	}
+	return fn(&Session{c: c, a: a, account: account})
+}
+
+// conn returns a usable connection, opening one under the establishment
+// pipeline when there is none or the last one failed.
+func (s *Session) conn(ctx context.Context) (*imapx.WriteConnection, error) {
+	if s.a.w != nil && s.a.w.Usable() {
+		return s.a.w, nil
+	}
+	if s.a.w != nil {
+		s.a.w.Abandon()
+		s.a.w = nil
+	}
+	key := resilience.Key{Class: resilience.MailboxSessionEstablishment, Instance: s.account}
+	var opened *imapx.WriteConnection
+	err := s.c.cfg.Registry.Execute(ctx, key, resilience.OperationMailboxMutation, func(ctx context.Context) error {
+		w, err := s.c.cfg.Open(ctx, s.account)
+		if err != nil {
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			w.Abandon()
+			return cerr
+		}
+		if opened != nil {
+			opened.Abandon()
+		}
+		opened = w
+		return nil
+	})
+	if err != nil {
+		if opened != nil {
+			opened.Abandon()
+		}
+		return nil, err
+	}
+	s.a.w = opened
+	s.c.cfg.Logger.DebugContext(ctx, "write connection opened", slog.String("account", s.account))
+	return opened, nil
+}
+
+// Command runs fn on the connection under the account's
+// MailboxDataRetrieval pipeline, after selecting path (read-write) on it;
+// an attempt after a failed one runs on a fresh connection. fn gets the
+// folder's UIDVALIDITY. A fn that issues a MOVE or COPY must not issue it
+// again in a later attempt (see Carrier), which the pipeline cannot know.
+func (s *Session) Command(ctx context.Context, path string, fn func(ctx context.Context, w *imapx.WriteConnection, uidValidity uint32) error) error {
+	key := resilience.Key{Class: resilience.MailboxDataRetrieval, Instance: s.account}
+	return s.c.cfg.Registry.Execute(ctx, key, resilience.OperationMailboxMutation, func(ctx context.Context) error {
+		w, err := s.conn(ctx)
+		if err != nil {
+			return err
+		}
+		uv, err := w.Select(ctx, path)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, w, uv)
+	})
+}
+
+// closeIdle closes the account's connection when nobody used it for the
+// idle period. A user that holds it now restarts the timer when done.
+func (c *Connections) closeIdle(account string, a *accountConn) {
+	select {
+	case a.sem <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-a.sem }()
+	c.release(a)
+	c.cfg.Logger.Debug("write connection closed after its idle period", slog.String("account", account))
+}
+
+// release closes a's connection and gives its lock back. The caller holds
+// a.sem.
+func (c *Connections) release(a *accountConn) {
+	if a.w != nil {
+		_ = a.w.Close()
+		a.w = nil
+	}
+	if a.lock != nil {
+		_ = a.lock.Release(context.Background())
+		a.lock = nil
+	}
+	if a.db != nil {
+		_ = a.db.Close(context.Background())
+		a.db = nil
+	}
+}
+
+// Close closes every account's connection, waiting for a change in flight
+// to end, and refuses later use.
+func (c *Connections) Close() {
+	c.mu.Lock()
+	c.closed = true
+	accounts := c.accounts
+	c.accounts = map[string]*accountConn{}
+	c.mu.Unlock()
+	for _, a := range accounts {
+		a.sem <- struct{}{}
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+		c.release(a)
+		<-a.sem
+	}
+}

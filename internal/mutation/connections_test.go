@@ -1,0 +1,105 @@
+package mutation_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/slots"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+)
+
+func TestConnections(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		conns  *mutation.Connections
+		opened *atomic.Int32
+		lockOf func(ctx context.Context) error // tries the account's write-connection lock from another session
+	}
+	setup := func(t *testing.T, idle time.Duration) (context.Context, *testBundle) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		t.Cleanup(cancel)
+		srv := dovecot.Start(t)
+		user := srv.NewUser()
+		host, portText, err := net.SplitHostPort(srv.TLSAddr())
+		require.NoError(t, err)
+		port, err := strconv.Atoi(portText)
+		require.NoError(t, err)
+		ep := imapx.Endpoint{AccountID: "acct", Host: host, Port: port, Security: imapx.TLSOnConnect, TLSConfig: srv.TLSConfig(),
+			Username: user.Name(), Password: func(context.Context) ([]byte, error) { return []byte(user.Password()), nil }}
+		cfg, err := config.Load(nil)
+		require.NoError(t, err)
+		reg, err := outbound.NewRegistry(cfg.Resilience, nil, nil)
+		require.NoError(t, err)
+		pool := dbtest.Pool(t)
+		var opened atomic.Int32
+		conns, err := mutation.NewConnections(mutation.ConnectionsConfig{
+			Pool: pool, Registry: reg, IdlePeriod: idle,
+			Open: func(ctx context.Context, _ string) (*imapx.WriteConnection, error) {
+				opened.Add(1)
+				return imapx.OpenWriteConnection(ctx, ep, imapx.SessionOptions{})
+			},
+		})
+		require.NoError(t, err)
+		t.Cleanup(conns.Close)
+		lockOf := func(ctx context.Context) error {
+			c, err := pool.Acquire(ctx)
+			require.NoError(t, err)
+			defer c.Release()
+			l, err := slots.AcquireWriteConnection(ctx, c, "acct")
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		}
+		return ctx, &testBundle{conns: conns, opened: &opened, lockOf: lockOf}
+	}
+	use := func(ctx context.Context, t *testing.T, b *testBundle) {
+		t.Helper()
+		require.NoError(t, b.conns.Use(ctx, "acct", func(s *mutation.Session) error {
+			return s.Command(ctx, "INBOX", func(context.Context, *imapx.WriteConnection, uint32) error { return nil })
+		}))
+	}
+
+	t.Run("OneConnectionForABurstOfChanges", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, time.Minute)
+		var wg sync.WaitGroup
+		for range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = b.conns.Use(ctx, "acct", func(s *mutation.Session) error {
+					return s.Command(ctx, "INBOX", func(context.Context, *imapx.WriteConnection, uint32) error { return nil })
+				})
+			}()
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, b.opened.Load(), "a second change waits for the connection rather than opening another")
+		require.ErrorIs(t, b.lockOf(ctx), slots.ErrFull, "another process cannot open one for the account meanwhile")
+	})
+
+	t.Run("ClosedAfterTheIdlePeriod", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 300*time.Millisecond)
+		use(ctx, t, b)
+		require.ErrorIs(t, b.lockOf(ctx), slots.ErrFull)
+		require.Eventually(t, func() bool { return b.lockOf(ctx) == nil }, 10*time.Second, 50*time.Millisecond,
+			"the slot is given back once the connection was idle for the period")
+		use(ctx, t, b)
+		require.EqualValues(t, 2, b.opened.Load(), "the next change pays for a fresh connection")
+	})
+}

@@ -1,0 +1,207 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailendpoint"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/jobs"
+)
+
+// MutationStageWorker carries one stage of a mailbox mutation over the
+// account's write connection (package mutation). A job whose stage the
+// record has already left does nothing; a stage another worker carries, or
+// whose account's write connection another process holds, is deferred; a
+// failed stage is recorded against the account's run and waits for its
+// next run, which converges it.
+type MutationStageWorker struct {
+	river.WorkerDefaults[jobs.MutationStage]
+	deps Dependencies
+}
+
+// Timeout implements river.Worker: one stage is one command, plus a
+// connection when none is open.
+func (w *MutationStageWorker) Timeout(*river.Job[jobs.MutationStage]) time.Duration {
+	return 5 * time.Minute
+}
+
+// Work implements river.Worker.
+func (w *MutationStageWorker) Work(ctx context.Context, job *river.Job[jobs.MutationStage]) error {
+	id, err := uuid.Parse(job.Args.MutationID)
+	if err != nil {
+		return river.JobCancel(fmt.Errorf("mutation stage: the mutation id is not a UUID: %w", err))
+	}
+	m, found, err := mailstore.ReadMutation(ctx, w.deps.Pool, id)
+	switch {
+	case err != nil:
+		return err
+	case !found, m.State.Final(), string(m.Stage) != job.Args.Stage, m.Stage == mailstore.StagePlacementIssued:
+		// Finished, removed with its email, advanced by someone else
+		// (who inserted the job of the stage it reached), or waiting for
+		// an observation that only synchronization makes.
+		return nil
+	}
+	if _, ok := configuredAccount(w.deps.Config, m.AccountKey); !ok {
+		jobqueue.Logger(ctx, w.deps.Logger).InfoContext(ctx, "the mutation's account is no longer configured; it is not carried")
+		return nil
+	}
+	// The job's liveness lock: a process that dies while carrying the
+	// stage has the job handed back by the orphan sweep at once.
+	_, release, err := w.deps.acquireWorkConn(ctx, job.ID)
+	if err != nil {
+		return fmt.Errorf("mutation stage: %w", err)
+	}
+	defer release()
+	_, err = w.deps.carrier.Step(ctx, id, false)
+	if errors.Is(err, mutation.ErrBusy) {
+		return river.JobSnooze(deferral())
+	}
+	return err
+}
+
+// convergeMutations carries every unfinished mutation of the account one
+// stage forward, oldest first, at most MaxMutationsPerConvergencePass of
+// them, before the run touches a folder: a lost job, a failed stage or a
+// placement whose answer never came is picked up here. A mutation that
+// fails fails the account's run (its next run then follows the backoff),
+// and the run goes on.
+func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger, accountKey string) error {
+	ids, err := mailstore.UnfinishedMutations(ctx, d.Pool, accountKey, d.Config.Sync.MaxMutationsPerConvergencePass)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	var failed, finished int
+	var first error
+	for _, id := range ids {
+		m, err := d.carrier.Step(ctx, id, true)
+		switch {
+		case errors.Is(err, mutation.ErrBusy):
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			failed++
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		if m.State.Final() {
+			finished++
+		}
+	}
+	logger.InfoContext(ctx, "unfinished mailbox mutations converged",
+		slog.Int("taken", len(ids)), slog.Int("finished", finished), slog.Int("failed", failed))
+	if first != nil {
+		identity := FailureIdentity(first)
+		logger.WarnContext(ctx, "a mailbox mutation failed; the account's run counts as failed", slog.String("failure", identity))
+		return mailstore.FailRun(context.WithoutCancel(ctx), d.Pool, accountKey, identity, d.Now())
+	}
+	return nil
+}
+
+// recordMutationFailure records a failed stage against the account's
+// current run and moves the account's next run to where the run backoff
+// puts it: nothing retries a stage on a schedule of its own.
+func recordMutationFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
+	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
+		args, err := decodeUnitArgs(job)
+		if err != nil {
+			return err
+		}
+		ctx = context.WithoutCancel(ctx)
+		key := config.AccountKey(args.AccountID)
+		cfg := deps.Config
+		return pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
+			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
+				return err
+			}
+			if err := mailstore.FailRun(ctx, tx, key, identity, deps.Now()); err != nil {
+				return err
+			}
+			st, found, err := mailstore.ReadAccountState(ctx, tx, key)
+			if err != nil || !found || st.RunStartedAt == nil {
+				return err
+			}
+			at := st.RunStartedAt.Add(RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, st.ConsecutiveFailures+1))
+			_, err = jobqueue.PostponeAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, at)
+			return err
+		})
+	}
+}
+
+// newMutationCarrier builds the process's write connections and the
+// carrier over them.
+func newMutationCarrier(d Dependencies) (*mutation.Connections, *mutation.Carrier, error) {
+	conns, err := mutation.NewConnections(mutation.ConnectionsConfig{
+		Pool:       d.Pool,
+		Registry:   d.Resilience,
+		IdlePeriod: d.Config.Sync.WriteConnectionIdlePeriod,
+		Logger:     d.Logger,
+		Open: func(ctx context.Context, accountKey string) (*imapx.WriteConnection, error) {
+			account, ok := configuredAccount(d.Config, accountKey)
+			if !ok {
+				return nil, errors.New("workers: the mutation's account is not configured")
+			}
+			ep, err := mailendpoint.Endpoint(ctx, account, d.endpointEnv())
+			if err != nil {
+				return nil, err
+			}
+			return d.OpenWriteConnection(ctx, ep)
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	carrier, err := mutation.NewCarrier(mutation.CarrierConfig{
+		Pool:                d.Pool,
+		Connections:         conns,
+		MaxAttempts:         d.Config.Sync.MaxMutationAttempts,
+		UnknownOutcomeGrace: d.Config.Sync.UnknownMutationOutcomeGrace,
+		Now:                 d.Now,
+		Logger:              d.Logger,
+		Disposition: func(accountKey string) mailstore.Disposition {
+			if a, ok := configuredAccount(d.Config, accountKey); ok && a.RemotelyDeletedEmailDisposition == config.EraseLocalCopy {
+				return mailstore.EraseLocalCopy
+			}
+			return mailstore.RetainTombstone
+		},
+		Next: func(ctx context.Context, tx pgx.Tx, m mailstore.Mutation) error {
+			account, ok := configuredAccount(d.Config, m.AccountKey)
+			if !ok {
+				return nil
+			}
+			client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+			if err != nil {
+				return fmt.Errorf("workers: schedule the next mutation stage: %w", err)
+			}
+			return mutation.Schedule(ctx, tx, client, account.ID, m)
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return conns, carrier, nil
+}
+
+func configuredAccount(cfg *config.Config, key string) (config.Account, bool) {
+	for _, a := range cfg.Accounts {
+		if config.AccountKey(a.ID) == key {
+			return a, true
+		}
+	}
+	return config.Account{}, false
+}
