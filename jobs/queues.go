@@ -12,7 +12,10 @@ const (
 	QueueFolders = "folders"
 	// QueueBackfill runs extraction backfill batches.
 	QueueBackfill = "backfill"
+	// QueueWatches runs the watches of push accounts, each holding its
+	// worker for its whole (bounded) life.
+	QueueWatches = "watches"
 )
 
 // Queues lists every queue name, in a fixed order.
-var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill}
+var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueWatches}

@@ -49,6 +49,11 @@ type syncBundle struct {
 	metrics *prometheus.Registry
 	// workerDeps are the workers' dependencies of the latest start.
 	workerDeps workers.Dependencies
+	// editConfig, when set, edits the loaded configuration before the
+	// workers are built from it, for what the environment cannot say yet.
+	editConfig func(*config.Config)
+	// editDeps, when set, edits the workers' dependencies.
+	editDeps func(*workers.Dependencies)
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -101,12 +106,18 @@ func (b *syncBundle) start(t *testing.T) {
 	}
 	cfg, err := config.Load(environ)
 	require.NoError(t, err)
+	if b.editConfig != nil {
+		b.editConfig(cfg)
+	}
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ws := river.NewWorkers()
 	b.metrics = prometheus.NewRegistry()
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
+	if b.editDeps != nil {
+		b.editDeps(&deps)
+	}
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
@@ -114,7 +125,7 @@ func (b *syncBundle) start(t *testing.T) {
 		Pool:         b.pool,
 		Workers:      ws,
 		Middleware:   []rivertype.WorkerMiddleware{failures},
-		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1},
+		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1, jobs.QueueWatches: 2},
 		Logger:       logger,
 	})
 	require.NoError(t, err)
@@ -160,8 +171,8 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 		var busy int
 		require.NoError(t, b.pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM river_job
-			WHERE state IN ('available', 'running', 'pending')
-			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds')`).Scan(&busy))
+			WHERE kind <> 'watch' AND (state IN ('available', 'running', 'pending')
+			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds'))`).Scan(&busy))
 		if busy == 0 {
 			quiet++
 		} else {

@@ -65,6 +65,9 @@ type Dependencies struct {
 	// OpenSession opens a read-only IMAP session. Default:
 	// imapx.OpenReadSession.
 	OpenSession func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
+	// OpenWatch opens a watching IMAP session. Default:
+	// imapx.OpenWatchSession.
+	OpenWatch func(ctx context.Context, ep imapx.Endpoint) (*imapx.WatchSession, error)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Resilience holds the outbound resilience pipelines every mailbox and
@@ -76,10 +79,16 @@ type Dependencies struct {
 	// one built over Resolver and Resilience.
 	Tokens *mailoauth.Source
 
+	// Push records push synchronization's metrics. Default: none.
+	Push *PushMetrics
+
 	// Stopping, when set, is closed when the process begins to shut down:
 	// a folder pass then ends after the batch in flight, with its
 	// checkpoint, instead of opening another. Default: never closed.
 	Stopping <-chan struct{}
+
+	// lifetime overrides WatchLifetime. Tests shorten it.
+	lifetime time.Duration
 
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
@@ -97,6 +106,11 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	if d.OpenSession == nil {
 		d.OpenSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
 			return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
+		}
+	}
+	if d.OpenWatch == nil {
+		d.OpenWatch = func(ctx context.Context, ep imapx.Endpoint) (*imapx.WatchSession, error) {
+			return imapx.OpenWatchSession(ctx, ep, imapx.SessionOptions{})
 		}
 	}
 	if d.Now == nil {
@@ -138,6 +152,7 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	river.AddWorker(ws, &FolderPassWorker{deps: deps})
 	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
 	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
+	river.AddWorker(ws, &WatchWorker{deps: deps})
 	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true}
 	return &failureMiddleware{
 		logger: deps.Logger,
@@ -148,6 +163,9 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 		},
 	}, nil
 }
+
+// watchLifetime is WatchLifetime, or what a test set.
+func (d Dependencies) watchLifetime() time.Duration { return cmp.Or(d.lifetime, WatchLifetime) }
 
 // deferral is the short, jittered snooze a work unit takes when a
 // concurrency bound is reached or another run got to its rows first.

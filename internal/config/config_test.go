@@ -56,7 +56,7 @@ func TestLoadDefaults(t *testing.T) {
 		require.True(t, cfg.Database.Embedded())
 		require.Empty(t, cfg.Database.ConnString())
 		require.Empty(t, cfg.SecretReferences())
-		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1}, cfg.EffectiveQueueWorkers())
+		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1, Watches: 1}, cfg.EffectiveQueueWorkers())
 	}
 }
 
@@ -161,7 +161,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 	require.Equal(t, UI{Enabled: true, Username: "operator", Password: secret.Reference{Scheme: "docker-secret", Target: "SENTINEL-ui"}}, cfg.UI)
 	require.False(t, cfg.MigrateOnStart)
 	require.Equal(t, Log{Format: LogFormatText, Level: LogLevelDebug}, cfg.Log)
-	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2}, cfg.EffectiveQueueWorkers())
+	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Watches: 1}, cfg.EffectiveQueueWorkers())
 
 	require.Equal(t, Sync{
 		Enabled: true, Interval: 2 * time.Minute, MaxFailureBackoff: 2 * time.Minute,

@@ -91,6 +91,11 @@ type Queues struct {
 	// Backfill is MAILFATHOM_QUEUE_BACKFILL_WORKERS. Default 1; 0 also
 	// means 1.
 	Backfill int
+	// Watches is MAILFATHOM_QUEUE_WATCHES_WORKERS. Default 0: derived as
+	// the number of accounts whose mode is Push, at least 1. A watch holds
+	// its worker for its whole life, so a process that should be able to
+	// take over every account's watch needs one per push account.
+	Watches int
 }
 
 // EffectiveQueueWorkers returns the worker count each queue runs with: the
@@ -109,6 +114,14 @@ func (c *Config) EffectiveQueueWorkers() Queues {
 	if q.Backfill == 0 {
 		q.Backfill = 1
 	}
+	if q.Watches == 0 {
+		for _, a := range c.Accounts {
+			if a.Mode == ModePush {
+				q.Watches++
+			}
+		}
+		q.Watches = max(q.Watches, 1)
+	}
 	return q
 }
 
@@ -124,6 +137,7 @@ type rawService struct {
 	AccountsWorkers string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
 	FoldersWorkers  string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
 	BackfillWorkers string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
+	WatchesWorkers  string `env:"QUEUE_WATCHES_WORKERS" envDefault:"0"`
 	// The mutations and embeddings queues are bound only so that setting
 	// them is refused by name (see unavailableFeatures).
 	MutationsWorkers  string `env:"QUEUE_MUTATIONS_WORKERS"`
@@ -164,4 +178,5 @@ func convertService(c *converter, raw rawService, cfg *Config) {
 	cfg.Queues.Accounts = c.integer(Prefix+"QUEUE_ACCOUNTS_WORKERS", raw.AccountsWorkers, 0, maxWorkers)
 	cfg.Queues.Folders = c.integer(Prefix+"QUEUE_FOLDERS_WORKERS", raw.FoldersWorkers, 0, maxWorkers)
 	cfg.Queues.Backfill = c.integer(Prefix+"QUEUE_BACKFILL_WORKERS", raw.BackfillWorkers, 0, maxWorkers)
+	cfg.Queues.Watches = c.integer(Prefix+"QUEUE_WATCHES_WORKERS", raw.WatchesWorkers, 0, maxWorkers)
 }

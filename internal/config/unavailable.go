@@ -27,6 +27,7 @@ var unavailableFeatures = []unavailableFeature{
 		Prefix + "SYNC_MAX_CONSECUTIVE_PUSH_FAILURES",
 		Prefix + "SYNC_PUSH_DEGRADATION_PERIOD",
 		Prefix + "SYNC_MAX_SUBSCRIBED_FOLDERS",
+		Prefix + "QUEUE_WATCHES_WORKERS",
 	}},
 	{"mailbox mutations", "are", []string{
 		Prefix + "SYNC_WRITE_CONNECTION_IDLE_PERIOD",

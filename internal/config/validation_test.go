@@ -39,6 +39,7 @@ func TestLoadRejects(t *testing.T) {
 		{"extracted text ceiling", map[string]string{"MAILFATHOM_SYNC_MAX_EXTRACTED_TEXT_CHARACTERS": "200001"}, "MAILFATHOM_SYNC_MAX_EXTRACTED_TEXT_CHARACTERS", "from 1 to 200000", ""},
 		{"push failures", map[string]string{"MAILFATHOM_SYNC_MAX_CONSECUTIVE_PUSH_FAILURES": "101"}, "MAILFATHOM_SYNC_MAX_CONSECUTIVE_PUSH_FAILURES", "push synchronization is not available", RuleFeatureNotAvailable},
 		{"subscribed folders", map[string]string{"MAILFATHOM_SYNC_MAX_SUBSCRIBED_FOLDERS": "20"}, "MAILFATHOM_SYNC_MAX_SUBSCRIBED_FOLDERS", "push synchronization is not available", RuleFeatureNotAvailable},
+		{"watch workers", map[string]string{"MAILFATHOM_QUEUE_WATCHES_WORKERS": "2"}, "MAILFATHOM_QUEUE_WATCHES_WORKERS", "push synchronization is not available", RuleFeatureNotAvailable},
 		{"mutations per pass", map[string]string{"MAILFATHOM_SYNC_MAX_MUTATIONS_PER_CONVERGENCE_PASS": "0"}, "MAILFATHOM_SYNC_MAX_MUTATIONS_PER_CONVERGENCE_PASS", "mailbox mutations are not available", RuleFeatureNotAvailable},
 		{"mutation attempts", map[string]string{"MAILFATHOM_SYNC_MAX_MUTATION_ATTEMPTS": "5"}, "MAILFATHOM_SYNC_MAX_MUTATION_ATTEMPTS", "mailbox mutations are not available", RuleFeatureNotAvailable},
 		{"account port zero", map[string]string{a0 + "PORT": "0"}, a0 + "PORT", "from 1 to 65535", ""},

@@ -90,6 +90,7 @@ func OptionsFromConfig(cfg *config.Config, resolver *secret.Resolver) Options {
 			jobs.QueueAccounts: q.Accounts,
 			jobs.QueueFolders:  q.Folders,
 			jobs.QueueBackfill: q.Backfill,
+			jobs.QueueWatches:  q.Watches,
 		},
 		ShutdownDrain: cfg.Sync.ShutdownDrainTimeout,
 		AccountCount:  len(cfg.Accounts),

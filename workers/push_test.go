@@ -1,0 +1,229 @@
+package workers_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+)
+
+// pushBound is how long a delivery into a watched folder may take to be
+// stored: far below the 10-minute interval the push tests configure, and
+// generous next to the latency push aims for, on two busy cores.
+const pushBound = 15 * time.Second
+
+// setupPush is a sync bundle whose account asks for push, with a 10-minute
+// interval (so only a report can make a folder synchronize again within a
+// test) and the folders INBOX and ARCHIVE, in that order.
+func setupPush(t *testing.T, opts ...dovecot.Option) *syncBundle {
+	t.Helper()
+	b := setupSync(t, opts...)
+	b.env["MAILFATHOM_SYNC_INTERVAL"] = "10m"
+	b.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "10m"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_SPECIAL_USE"] = "Inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Archive"
+	b.editConfig = func(cfg *config.Config) { cfg.Accounts[0].Mode = config.ModePush }
+	return b
+}
+
+// waitStored waits until alias holds n stored messages and returns how
+// long that took.
+func (b *syncBundle) waitStored(t *testing.T, alias string, n int, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for len(b.stored(t, alias)) < n {
+		require.Less(t, time.Since(start), within, "%s did not reach %d stored messages; logs:\n%s", alias, n, b.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// logLine is a log line to look for: its message and some of its
+// attributes, compared as their JSON encodings.
+type logLine struct {
+	msg   string
+	attrs map[string]any
+}
+
+func line(msg string, kv ...any) logLine {
+	l := logLine{msg: msg, attrs: map[string]any{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l.attrs[kv[i].(string)] = kv[i+1]
+	}
+	return l
+}
+
+// countLog counts the log lines matching l.
+func (b *syncBundle) countLog(l logLine) int {
+	n := 0
+	for _, raw := range strings.Split(b.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(raw), &m) != nil || m["msg"] != l.msg {
+			continue
+		}
+		ok := true
+		for k, v := range l.attrs {
+			want, _ := json.Marshal(v)
+			got, _ := json.Marshal(m[k])
+			if string(want) != string(got) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// waitLog waits until the log holds a line matching each of lines.
+func (b *syncBundle) waitLog(t *testing.T, within time.Duration, lines ...logLine) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var missing *logLine
+		for i := range lines {
+			if b.countLog(lines[i]) == 0 {
+				missing = &lines[i]
+				break
+			}
+		}
+		if missing == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no log line %q %v; logs:\n%s", missing.msg, missing.attrs, b.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// modeLine is the line saying alias of the test account is now
+// synchronized in mode.
+func modeLine(alias, mode string) logLine {
+	return line("folder is now synchronized in "+strings.ToLower(mode)+" mode", "account", "primary", "alias", alias, "mode", mode)
+}
+
+// deliver puts one generated message into folder from outside any of
+// MailFathom's connections.
+func deliver(u *dovecot.User, folder string, i int) imap.UID {
+	return u.Append(folder, mailgen.Message(77, i, 2000), time.Time{})
+}
+
+// TestPushSubscriptionStoresDeliveriesAtOnce: with NOTIFY and IDLE, one
+// subscription watches both folders; mail delivered into either, a flag
+// change and an expunge are reflected long before the 10-minute interval.
+func TestPushSubscriptionStoresDeliveriesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.start(t)
+	b.waitLog(t, pushBound, line("account watches its folders through one push subscription", "account", "primary", "folders", 2),
+		modeLine("INBOX", "Push"), modeLine("ARCHIVE", "Push"))
+	b.waitIdle(t)
+	require.Empty(t, b.stored(t, "INBOX"))
+
+	deliver(b.user, "Archive", 1)
+	b.waitStored(t, "ARCHIVE", 1, pushBound)
+	uid := deliver(b.user, "INBOX", 2)
+	b.waitStored(t, "INBOX", 1, pushBound)
+
+	b.user.SetFlags("INBOX", uid, []imap.Flag{imap.FlagFlagged}, nil)
+	b.waitFlags(t, `\Flagged`, pushBound)
+	b.user.Expunge("INBOX", uid)
+	b.waitFlags(t, `\Flagged [tombstone]`, pushBound)
+
+	require.NotZero(t, b.countLog(line("mail server reported a change in a watched folder", "account", "primary", "alias", "ARCHIVE")))
+	require.Equal(t, 1, b.countLog(modeLine("ARCHIVE", "Push")), "the mode is logged when it changes only")
+	assertUnseen(t, b.user, "INBOX")
+}
+
+// waitFlags waits until the account's only INBOX message has state (its
+// flags, and " [tombstone]" once the server expunged it).
+func (b *syncBundle) waitFlags(t *testing.T, state string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var got string
+		require.NoError(t, b.pool.QueryRow(context.Background(), `
+			SELECT array_to_string(e.remote_flags, ' ') || CASE WHEN e.remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
+			FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id WHERE f.alias = 'INBOX'`).Scan(&got))
+		if got == state {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "INBOX message is %q, want %q; logs:\n%s", got, state, b.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPushPerFolderSessionsWithIdleOnly: a server offering IDLE without
+// NOTIFY gets one session per folder, and deliveries are still stored at
+// once.
+func TestPushPerFolderSessionsWithIdleOnly(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t, dovecot.WithoutMailboxListIndex())
+	b.start(t)
+	b.waitLog(t, pushBound, line("mail server advertises no NOTIFY capability, so each folder is watched over a connection of its own",
+		"account", "primary", "subscription_retried_in", 15*time.Minute),
+		modeLine("INBOX", "Push"), modeLine("ARCHIVE", "Push"))
+	b.waitIdle(t)
+	deliver(b.user, "Archive", 1)
+	b.waitStored(t, "ARCHIVE", 1, pushBound)
+	deliver(b.user, "INBOX", 2)
+	b.waitStored(t, "INBOX", 1, pushBound)
+	require.NotContains(t, b.logs.String(), "through one push subscription")
+}
+
+// TestPushWithoutIdlePolls: a server advertising neither, or NOTIFY
+// without IDLE, is polled, and says so once.
+func TestPushWithoutIdlePolls(t *testing.T) {
+	t.Parallel()
+	for name, caps := range map[string]string{
+		"neither":             "IMAP4rev1 SPECIAL-USE LIST-EXTENDED AUTH=PLAIN",
+		"NOTIFY without IDLE": "IMAP4rev1 SPECIAL-USE LIST-EXTENDED AUTH=PLAIN NOTIFY",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupPush(t, dovecot.WithCapability(caps))
+			b.start(t)
+			b.waitLog(t, pushBound, line("mail server advertises no IDLE capability, so the account's folders are synchronized by polling",
+				"account", "primary", "push_retried_in", 15*time.Minute),
+				modeLine("INBOX", "Polling"), modeLine("ARCHIVE", "Polling"))
+			b.waitIdle(t)
+			deliver(b.user, "INBOX", 1)
+			time.Sleep(3 * time.Second)
+			require.Empty(t, b.stored(t, "INBOX"), "nothing watches the folder: it waits for the interval")
+		})
+	}
+}
+
+// TestPushPastMaxSubscribedFolders: folders past the subscription's bound
+// poll, in configuration order, and the log says which.
+func TestPushPastMaxSubscribedFolders(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	edit := b.editConfig
+	b.editConfig = func(cfg *config.Config) {
+		edit(cfg)
+		cfg.Sync.MaxSubscribedFolders = 1
+	}
+	b.start(t)
+	b.waitLog(t, pushBound, line("account watches its folders through one push subscription", "account", "primary", "folders", 1),
+		line("folder is past the subscription's bound (MAILFATHOM_SYNC_MAX_SUBSCRIBED_FOLDERS), so it is synchronized by polling",
+			"account", "primary", "alias", "ARCHIVE", "max_subscribed_folders", 1),
+		modeLine("INBOX", "Push"), modeLine("ARCHIVE", "Polling"))
+	b.waitIdle(t)
+	deliver(b.user, "INBOX", 1)
+	b.waitStored(t, "INBOX", 1, pushBound)
+	deliver(b.user, "Archive", 2)
+	time.Sleep(2 * time.Second)
+	require.Empty(t, b.stored(t, "ARCHIVE"), "the folder past the bound waits for the interval")
+}
