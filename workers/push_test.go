@@ -10,9 +10,12 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/workers"
 )
 
 // pushBound is how long a delivery into a watched folder may take to be
@@ -226,4 +229,103 @@ func TestPushPastMaxSubscribedFolders(t *testing.T) {
 	deliver(b.user, "Archive", 2)
 	time.Sleep(2 * time.Second)
 	require.Empty(t, b.stored(t, "ARCHIVE"), "the folder past the bound waits for the interval")
+}
+
+// fastFailures makes push failures quick to provoke: two in a row degrade
+// the account for ten seconds (the shortest period accepted), one IDLE
+// lasts two seconds, a command that gets no answer fails after three, and
+// establishment is not retried inside its pipeline.
+func (b *syncBundle) fastFailures() {
+	b.env["MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_MAX_ATTEMPTS"] = "1"
+	edit := b.editConfig
+	b.editConfig = func(cfg *config.Config) {
+		edit(cfg)
+		cfg.Sync.MaxConsecutivePushFailures = 2
+		cfg.Sync.PushDegradationPeriod = 10 * time.Second
+		// Below the one minute configuration accepts, so that a test sees
+		// several renewals.
+		cfg.Sync.PushRenewalInterval = 2 * time.Second
+	}
+	b.editDeps = func(d *workers.Dependencies) {
+		d.OpenWatch = func(ctx context.Context, ep imapx.Endpoint) (*imapx.WatchSession, error) {
+			return imapx.OpenWatchSession(ctx, ep, imapx.SessionOptions{CommandTimeout: 3 * time.Second})
+		}
+	}
+}
+
+// TestPushDegradesAndRecovers: a server that stops answering fails the
+// wait at its renewal, and then the connections opened to it; at the
+// bound the account degrades to polling, logged at warning with how long,
+// and push comes back once the degradation period has passed.
+func TestPushDegradesAndRecovers(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.fastFailures()
+	proxy := faultproxy.Start(t, b.server.TLSAddr())
+	host, port := splitHostPort(t, proxy.Addr())
+	b.env["MAILFATHOM_ACCOUNTS_0_HOST"] = host
+	b.env["MAILFATHOM_ACCOUNTS_0_PORT"] = port
+	b.start(t)
+	b.waitLog(t, pushBound, line("account watches its folders through one push subscription", "account", "primary"))
+	b.waitIdle(t)
+
+	proxy.StallAll()
+	degraded := line("push subscription failed too many times in a row, so its folders are synchronized by polling",
+		"account", "primary", "consecutive_failures", 2, "polling_for", 10*time.Second)
+	b.waitLog(t, 30*time.Second, line("push subscription failed", "account", "primary", "consecutive_failures", 1),
+		degraded, modeLine("INBOX", "Polling"), modeLine("ARCHIVE", "Polling"))
+	at := time.Now()
+	require.Equal(t, "WARN", b.logLevel(t, degraded))
+	proxy.Heal()
+
+	b.waitLog(t, 30*time.Second, line("account watches its folders through one push subscription", "account", "primary"),
+		modeLine("INBOX", "Push"))
+	for b.countLog(modeLine("INBOX", "Push")) < 2 {
+		require.Less(t, time.Since(at), 30*time.Second, "push did not come back; logs:\n%s", b.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, time.Since(at), 9*time.Second, "push stayed off for the degradation period")
+	deliver(b.user, "INBOX", 1)
+	b.waitStored(t, "INBOX", 1, pushBound)
+}
+
+// TestPushSurvivesServerRestarts: a restart under the watch ends its wait
+// with a failure, the watch reconnects, and a wait that returns clears the
+// count: two restarts, each followed by a quiet renewal, never reach the
+// bound of two.
+func TestPushSurvivesServerRestarts(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.fastFailures()
+	b.start(t)
+	established := line("account watches its folders through one push subscription", "account", "primary")
+	b.waitLog(t, pushBound, established)
+	b.waitIdle(t)
+	for i := 1; i <= 2; i++ {
+		b.server.Restart()
+		for b.countLog(established) < i+1 {
+			require.Less(t, b.countLog(line("push subscription failed", "account", "primary", "consecutive_failures", 2)), 1,
+				"a restart counted on top of the last; logs:\n%s", b.logs.String())
+			time.Sleep(50 * time.Millisecond)
+		}
+		// Two renewals: a wait that returned.
+		time.Sleep(5 * time.Second)
+		deliver(b.user, "INBOX", i)
+		b.waitStored(t, "INBOX", i, pushBound)
+	}
+	require.Zero(t, b.countLog(line("push subscription failed too many times in a row, so its folders are synchronized by polling")))
+	require.Equal(t, 1, b.countLog(modeLine("INBOX", "Push")), "a reconnect is not a change of mode")
+}
+
+// logLevel returns the level of the first log line matching l.
+func (b *syncBundle) logLevel(t *testing.T, l logLine) string {
+	t.Helper()
+	for _, raw := range strings.Split(b.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(raw), &m) == nil && m["msg"] == l.msg {
+			return m["level"].(string)
+		}
+	}
+	t.Fatalf("no line %q", l.msg)
+	return ""
 }
