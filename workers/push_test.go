@@ -3,7 +3,10 @@ package workers_test
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,4 +331,126 @@ func (b *syncBundle) logLevel(t *testing.T, l logLine) string {
 	}
 	t.Fatalf("no line %q", l.msg)
 	return ""
+}
+
+// TestPushRecyclesOnRotatedPassword: a watching connection outlives any
+// run, so a rotated password file is what ends it. At the next renewal the
+// watch re-reads the account's secrets, finds the password changed,
+// closes its subscription and opens another with the new one; the old
+// password is never offered to the server again, which would show in
+// Dovecot's log as a failed login.
+func TestPushRecyclesOnRotatedPassword(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.fastFailures()
+	b.start(t)
+	established := line("account watches its folders through one push subscription", "account", "primary")
+	b.waitLog(t, pushBound, established)
+	b.waitIdle(t)
+	old := b.user.Password()
+
+	rotated := "rotated-Push-Secret-41d9"
+	b.user.SetPassword(rotated)
+	path := b.env["MAILFATHOM_ACCOUNTS_0_PASSWORD"][len("file:"):]
+	require.NoError(t, os.WriteFile(path, []byte(rotated+"\n"), 0o600))
+	b.waitLog(t, pushBound, line("push subscription was recycled: a secret it was opened with has changed", "account", "primary", "folders", 2))
+	for b.countLog(established) < 2 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	deliver(b.user, "Archive", 1)
+	b.waitStored(t, "ARCHIVE", 1, pushBound)
+
+	dovecotLog := b.server.Log()
+	require.NotContains(t, dovecotLog, "auth failed", "the old password was offered again")
+	require.Contains(t, dovecotLog, "user=<"+b.user.Name()+">")
+	require.Zero(t, b.countLog(line("push subscription failed", "account", "primary")))
+	logs := b.logs.String()
+	require.NotContains(t, logs, old)
+	require.NotContains(t, logs, rotated)
+}
+
+// TestPushWatchRearmsOnTheSameRow: at its lifetime a watch snoozes and
+// comes back as the same row rather than inserting another, and keeps
+// storing deliveries across the re-arm.
+func TestPushWatchRearmsOnTheSameRow(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.fastFailures()
+	edit := b.editDeps
+	b.editDeps = func(d *workers.Dependencies) {
+		edit(d)
+		workers.WithWatchLifetime(d, 3*time.Second)
+	}
+	b.start(t)
+	established := line("account watches its folders through one push subscription", "account", "primary")
+	b.waitLog(t, pushBound, established)
+	b.waitIdle(t)
+	deadline := time.Now().Add(time.Minute)
+	for b.countLog(established) < 3 {
+		require.True(t, time.Now().Before(deadline), "the watch did not re-arm twice; logs:\n%s", b.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+	var rows int
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM river_job WHERE kind = 'watch'`).Scan(&rows))
+	require.Equal(t, 1, rows, "one row per account, re-armed in place")
+	deliver(b.user, "INBOX", 1)
+	b.waitStored(t, "INBOX", 1, pushBound)
+	require.Equal(t, 1, b.countLog(modeLine("INBOX", "Push")), "a re-arm is not a change of mode")
+}
+
+// TestPushNoChangeLostUnderBursts: deliveries arrive while the passes
+// they start are running, which is when a report can only leave a mark
+// for the running pass. Every message is stored long before the interval,
+// so no mark was lost.
+func TestPushNoChangeLostUnderBursts(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.start(t)
+	b.waitLog(t, pushBound, line("account watches its folders through one push subscription", "account", "primary"))
+	b.waitIdle(t)
+	rng := rand.New(rand.NewPCG(5, 5))
+	const n = 20
+	for i := range n {
+		deliver(b.user, "INBOX", i)
+		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+	}
+	b.waitStored(t, "INBOX", n, pushBound)
+	t.Logf("passes that went around once more for a report made while they ran: %d",
+		b.countLog(line("a change was reported while the pass ran; the folder is read once more")))
+}
+
+// TestPushReportDuringAPassRunsItOnceMore: a report that arrives while the
+// folder's pass is running cannot queue a second pass (passes are unique
+// while running); it leaves a mark, and the running pass goes around once
+// more before it completes. The report is provoked while the pass opens
+// its mailbox session, after the pass took the marks left before it.
+func TestPushReportDuringAPassRunsItOnceMore(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	var armed atomic.Bool
+	b.editDeps = func(d *workers.Dependencies) {
+		d.OpenSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+			if armed.CompareAndSwap(true, false) {
+				deliver(b.user, "INBOX", 2)
+				for {
+					var marked bool
+					err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM folder_states WHERE alias = 'INBOX' AND change_reported_at IS NOT NULL)`).Scan(&marked)
+					if err != nil || marked {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
+		}
+	}
+	b.start(t)
+	b.waitLog(t, pushBound, line("account watches its folders through one push subscription", "account", "primary"))
+	b.waitIdle(t)
+	armed.Store(true)
+	deliver(b.user, "INBOX", 1)
+	b.waitStored(t, "INBOX", 2, pushBound)
+	b.waitLog(t, pushBound, line("a change was reported while the pass ran; the folder is read once more", "account", "primary", "alias", "INBOX"))
+	require.False(t, armed.Load())
 }
