@@ -38,7 +38,7 @@ func setupPush(t *testing.T, opts ...dovecot.Option) *syncBundle {
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_SPECIAL_USE"] = "Inbox"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Archive"
-	b.editConfig = func(cfg *config.Config) { cfg.Accounts[0].Mode = config.ModePush }
+	b.env["MAILFATHOM_ACCOUNTS_0_MODE"] = "Push"
 	return b
 }
 
@@ -216,11 +216,7 @@ func TestPushWithoutIdlePolls(t *testing.T) {
 func TestPushPastMaxSubscribedFolders(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)
-	edit := b.editConfig
-	b.editConfig = func(cfg *config.Config) {
-		edit(cfg)
-		cfg.Sync.MaxSubscribedFolders = 1
-	}
+	b.env["MAILFATHOM_SYNC_MAX_SUBSCRIBED_FOLDERS"] = "1"
 	b.start(t)
 	b.waitLog(t, pushBound, line("account watches its folders through one push subscription", "account", "primary", "folders", 1),
 		line("folder is past the subscription's bound (MAILFATHOM_SYNC_MAX_SUBSCRIBED_FOLDERS), so it is synchronized by polling",
@@ -240,11 +236,9 @@ func TestPushPastMaxSubscribedFolders(t *testing.T) {
 // establishment is not retried inside its pipeline.
 func (b *syncBundle) fastFailures() {
 	b.env["MAILFATHOM_RESILIENCE_MAILBOX_SESSION_ESTABLISHMENT_MAX_ATTEMPTS"] = "1"
-	edit := b.editConfig
+	b.env["MAILFATHOM_SYNC_MAX_CONSECUTIVE_PUSH_FAILURES"] = "2"
+	b.env["MAILFATHOM_SYNC_PUSH_DEGRADATION_PERIOD"] = "10s"
 	b.editConfig = func(cfg *config.Config) {
-		edit(cfg)
-		cfg.Sync.MaxConsecutivePushFailures = 2
-		cfg.Sync.PushDegradationPeriod = 10 * time.Second
 		// Below the one minute configuration accepts, so that a test sees
 		// several renewals.
 		cfg.Sync.PushRenewalInterval = 2 * time.Second
