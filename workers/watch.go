@@ -295,7 +295,10 @@ func (wt *watch) subscriptionFailed(ctx context.Context, failures int, cause err
 // the context's error.
 func (wt *watch) perFolder(ctx context.Context, folders []watchedFolder, until time.Time) error {
 	end := until
-	if life := wt.started.Add(wt.deps.watchLifetime()); life.Before(end) {
+	// The lifetime shortens the cycle only while it lies ahead: once it has
+	// passed with a folder still degraded, the cycle runs to until, so the
+	// watch does not reconnect in a loop waiting for the degradation.
+	if life := wt.started.Add(wt.deps.watchLifetime()); life.After(wt.deps.Now()) && life.Before(end) {
 		end = life
 	}
 	fctx, cancel := context.WithDeadline(ctx, end)

@@ -401,3 +401,23 @@ func TestTrustAnchorInterpretationModes(t *testing.T) {
 	_, err = Load(account(pem, "Inline"))
 	require.ErrorContains(t, err, "MAILFATHOM_SECRET_INTERPRETATION_MODE")
 }
+
+// TestWatchWorkersFollowPushAccounts: by default a process has one watch
+// worker per push account, so it can take every account's watch over, and
+// at least one; a configured count is kept.
+func TestWatchWorkersFollowPushAccounts(t *testing.T) {
+	t.Parallel()
+	env := validEnv()
+	cfg, err := Load(environ(env, nil))
+	require.NoError(t, err)
+	require.Equal(t, 1, cfg.EffectiveQueueWorkers().Watches, "no push account")
+
+	cfg, err = Load(environ(env, map[string]string{"MAILFATHOM_ACCOUNTS_0_MODE": "Push", "MAILFATHOM_ACCOUNTS_1_MODE": "Push"}))
+	require.NoError(t, err)
+	require.Equal(t, ModePush, cfg.Accounts[0].Mode)
+	require.Equal(t, 2, cfg.EffectiveQueueWorkers().Watches)
+
+	cfg, err = Load(environ(env, map[string]string{"MAILFATHOM_ACCOUNTS_0_MODE": "Push", "MAILFATHOM_QUEUE_WATCHES_WORKERS": "5"}))
+	require.NoError(t, err)
+	require.Equal(t, 5, cfg.EffectiveQueueWorkers().Watches)
+}
