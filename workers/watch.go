@@ -116,6 +116,11 @@ type watch struct {
 	// advertised no NOTIFY, is asked for one again.
 	declinedUntil time.Time
 
+	// opening serializes the watch's connection attempts: per-folder
+	// sessions opened all at once would exceed the establishment
+	// pipeline's concurrency limit, which rejects rather than queues.
+	opening sync.Mutex
+
 	mu sync.Mutex
 	// degraded holds, per alias, when a folder watched by a session of its
 	// own stops being degraded to polling.
@@ -501,6 +506,8 @@ func (wt *watch) open(ctx context.Context, operation string) (*imapx.WatchSessio
 		return nil, err
 	}
 	key := resilience.Key{Class: resilience.MailboxSessionEstablishment, Instance: wt.key}
+	wt.opening.Lock()
+	defer wt.opening.Unlock()
 	var sess *imapx.WatchSession
 	err = wt.deps.Resilience.Execute(ctx, key, operation, func(ctx context.Context) error {
 		s, err := wt.deps.OpenWatch(ctx, ep)

@@ -167,6 +167,14 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 // watchLifetime is WatchLifetime, or what a test set.
 func (d Dependencies) watchLifetime() time.Duration { return cmp.Or(d.lifetime, WatchLifetime) }
 
+// reportedDeferral is the snooze of a folder unit whose server reported a
+// change when a concurrency bound is reached: short enough that a report
+// is acted on within moments, jittered so units contending for one slot
+// do not return in step.
+func reportedDeferral() time.Duration {
+	return 200*time.Millisecond + rand.N(600*time.Millisecond)
+}
+
 // deferral is the short, jittered snooze a work unit takes when a
 // concurrency bound is reached or another run got to its rows first.
 func deferral() time.Duration {

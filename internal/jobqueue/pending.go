@@ -141,7 +141,8 @@ func PendingRuns(ctx context.Context, q interface {
 }
 
 // MakeFolderPassDue makes the folder pass of accountKey and alias that is
-// waiting — scheduled or retryable, not running — available now, and
+// waiting — scheduled, retryable, or available from a moment still ahead
+// (a short snooze), not running — available now, and
 // reports whether there was one. A report from the mail server ends the
 // wait early, whatever it was: the interval, or the backoff of a failing
 // folder.
@@ -151,7 +152,7 @@ func MakeFolderPassDue(ctx context.Context, q interface {
 	tag, err := q.Exec(ctx, `
 		UPDATE river_job SET scheduled_at = now(), state = 'available'
 		WHERE kind = $1 AND lower(btrim(args->>'account_id')) = $2 AND args->>'alias' = $3
-		  AND state IN ('scheduled', 'retryable')`, kind, accountKey, alias)
+		  AND (state IN ('scheduled', 'retryable') OR (state = 'available' AND scheduled_at > now()))`, kind, accountKey, alias)
 	if err != nil {
 		return false, fmt.Errorf("jobqueue: make the folder's pass due: %w", err)
 	}

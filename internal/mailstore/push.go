@@ -56,6 +56,18 @@ func TakeChangeReport(ctx context.Context, q Querier, accountKey, alias string) 
 	return reportedAt, true, nil
 }
 
+// ChangeReported reports whether a change in alias of accountKey is
+// waiting for its pass, without taking it.
+func ChangeReported(ctx context.Context, q Querier, accountKey, alias string) (bool, error) {
+	var reported bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM folder_states
+		WHERE account_key = $1 AND alias = $2 AND change_reported_at IS NOT NULL)`, accountKey, alias).Scan(&reported)
+	if err != nil {
+		return false, fmt.Errorf("mailstore: look for a reported change: %w", err)
+	}
+	return reported, nil
+}
+
 // SetEffectiveMode records mode (ModePush or ModePolling) as how alias of
 // accountKey is synchronized now, and reports whether that is a change.
 func SetEffectiveMode(ctx context.Context, q Querier, accountKey, alias, mode string) (changed bool, err error) {
