@@ -113,6 +113,16 @@ func (b *syncBundle) waitLog(t *testing.T, within time.Duration, lines ...logLin
 	}
 }
 
+// waitCount waits until n log lines match l.
+func (b *syncBundle) waitCount(t *testing.T, l logLine, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for b.countLog(l) < n {
+		require.True(t, time.Now().Before(deadline), "fewer than %d lines %q %v; logs:\n%s", n, l.msg, l.attrs, b.logs.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // modeLine is the line saying alias of the test account is now
 // synchronized in mode.
 func modeLine(alias, mode string) logLine {
@@ -277,10 +287,7 @@ func TestPushDegradesAndRecovers(t *testing.T) {
 
 	b.waitLog(t, 30*time.Second, line("account watches its folders through one push subscription", "account", "primary"),
 		modeLine("INBOX", "Push"))
-	for b.countLog(modeLine("INBOX", "Push")) < 2 {
-		require.Less(t, time.Since(at), 30*time.Second, "push did not come back; logs:\n%s", b.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.waitCount(t, modeLine("INBOX", "Push"), 2, 30*time.Second)
 	require.GreaterOrEqual(t, time.Since(at), 9*time.Second, "push stayed off for the degradation period")
 	deliver(b.user, "INBOX", 1)
 	b.waitStored(t, "INBOX", 1, pushBound)
@@ -300,11 +307,9 @@ func TestPushSurvivesServerRestarts(t *testing.T) {
 	b.waitIdle(t)
 	for i := 1; i <= 2; i++ {
 		b.server.Restart()
-		for b.countLog(established) < i+1 {
-			require.Less(t, b.countLog(line("push subscription failed", "account", "primary", "consecutive_failures", 2)), 1,
-				"a restart counted on top of the last; logs:\n%s", b.logs.String())
-			time.Sleep(50 * time.Millisecond)
-		}
+		b.waitCount(t, established, i+1, 30*time.Second)
+		require.Zero(t, b.countLog(line("push subscription failed", "account", "primary", "consecutive_failures", 2)),
+			"a restart counted on top of the last; logs:\n%s", b.logs.String())
 		// Two renewals: a wait that returned.
 		time.Sleep(5 * time.Second)
 		deliver(b.user, "INBOX", i)
@@ -348,9 +353,7 @@ func TestPushRecyclesOnRotatedPassword(t *testing.T) {
 	path := b.env["MAILFATHOM_ACCOUNTS_0_PASSWORD"][len("file:"):]
 	require.NoError(t, os.WriteFile(path, []byte(rotated+"\n"), 0o600))
 	b.waitLog(t, pushBound, line("push subscription was recycled: a secret it was opened with has changed", "account", "primary", "folders", 2))
-	for b.countLog(established) < 2 {
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.waitCount(t, established, 2, pushBound)
 	deliver(b.user, "Archive", 1)
 	b.waitStored(t, "ARCHIVE", 1, pushBound)
 
@@ -447,4 +450,29 @@ func TestPushReportDuringAPassRunsItOnceMore(t *testing.T) {
 	b.waitStored(t, "INBOX", 2, pushBound)
 	b.waitLog(t, pushBound, line("a change was reported while the pass ran; the folder is read once more", "account", "primary", "alias", "INBOX"))
 	require.False(t, armed.Load())
+}
+
+// TestPushReconnectsAfterACut: the fault proxy cuts the watching
+// connection; the wait fails, counting one failure, the watch connects
+// again at once and deliveries are stored as before.
+func TestPushReconnectsAfterACut(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.fastFailures()
+	proxy := faultproxy.Start(t, b.server.TLSAddr())
+	host, port := splitHostPort(t, proxy.Addr())
+	b.env["MAILFATHOM_ACCOUNTS_0_HOST"] = host
+	b.env["MAILFATHOM_ACCOUNTS_0_PORT"] = port
+	b.start(t)
+	established := line("account watches its folders through one push subscription", "account", "primary")
+	b.waitLog(t, pushBound, established)
+	b.waitIdle(t)
+
+	proxy.CutAll()
+	b.waitLog(t, pushBound, line("push subscription failed", "account", "primary", "consecutive_failures", 1))
+	b.waitCount(t, established, 2, pushBound)
+	deliver(b.user, "INBOX", 1)
+	b.waitStored(t, "INBOX", 1, pushBound)
+	require.Zero(t, b.countLog(line("push subscription failed", "account", "primary", "consecutive_failures", 2)))
+	require.Positive(t, proxy.Stats().Cut)
 }
