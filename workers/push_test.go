@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
@@ -141,6 +142,10 @@ func deliver(u *dovecot.User, folder string, i int) imap.UID {
 func TestPushSubscriptionStoresDeliveriesAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)
+	reg := prometheus.NewPedanticRegistry()
+	pushMetrics, err := workers.NewPushMetrics(reg)
+	require.NoError(t, err)
+	b.editDeps = func(d *workers.Dependencies) { d.Push = pushMetrics }
 	b.start(t)
 	b.waitLog(t, pushBound, line("account watches its folders through one push subscription", "account", "primary", "folders", 2),
 		modeLine("INBOX", "Push"), modeLine("ARCHIVE", "Push"))
@@ -160,6 +165,27 @@ func TestPushSubscriptionStoresDeliveriesAtOnce(t *testing.T) {
 	require.NotZero(t, b.countLog(line("mail server reported a change in a watched folder", "account", "primary", "alias", "ARCHIVE")))
 	require.Equal(t, 1, b.countLog(modeLine("ARCHIVE", "Push")), "the mode is logged when it changes only")
 	assertUnseen(t, b.user, "INBOX")
+
+	// The metrics say the same, labelled by account and alias only.
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue() +
+				float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	require.Equal(t, 1.0, got["mailfathom_push_folder_mode{account=primary,alias=INBOX,mode=Push}"], "%v", got)
+	require.Equal(t, 0.0, got["mailfathom_push_folder_mode{account=primary,alias=INBOX,mode=Polling}"])
+	require.Equal(t, 1.0, got["mailfathom_push_watch_connections{account=primary}"])
+	require.GreaterOrEqual(t, got["mailfathom_push_notifications_total{account=primary,alias=ARCHIVE}"], 1.0)
+	require.GreaterOrEqual(t, got["mailfathom_push_notifications_total{account=primary,alias=INBOX}"], 2.0, "the delivery, and the flag change and expunge")
+	require.GreaterOrEqual(t, got["mailfathom_push_notification_to_stored_seconds{account=primary}"], 2.0, "the passes that stored the deliveries")
 }
 
 // waitFlags waits until the account's only INBOX message has state (its
