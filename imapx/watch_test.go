@@ -228,3 +228,45 @@ func TestWatchSubscriptionDeclined(t *testing.T) {
 	require.True(t, s.Usable())
 	require.NoError(t, s.Close())
 }
+
+// TestWatchServerEndsNotifications uses a scripted server: Dovecot never
+// stops a subscription's notifications on its own, so only a script can
+// send NOTIFICATIONOVERFLOW. The wait ends as a transient failure and the
+// session is closed: the subscription is gone.
+func TestWatchServerEndsNotifications(t *testing.T) {
+	t.Parallel()
+	srv := imapscript.Start(t, func(c *imapscript.Conn) {
+		c.Greet("IMAP4rev1 SASL-IR AUTH=PLAIN IDLE NOTIFY")
+		tag, _, _, ok := c.Authenticate()
+		if !ok {
+			return
+		}
+		c.Send(tag + " OK [CAPABILITY IMAP4rev1 IDLE NOTIFY] logged in")
+		for {
+			line, ok := c.ReadLine()
+			if !ok {
+				return
+			}
+			f := strings.Fields(line)
+			switch strings.ToUpper(f[1]) {
+			case "EXAMINE":
+				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", f[0]+" OK [READ-ONLY] done")
+			case "NOTIFY":
+				c.Send(f[0] + " OK notifying")
+			case "IDLE":
+				c.Send("+ idling", "* OK [NOTIFICATIONOVERFLOW] too many changes")
+			}
+		}
+	})
+	b := setup(t, nil)
+	ep := b.endpoint(imapx.None)
+	ep.Host, ep.Port = srv.Host(), srv.Port()
+	s, err := imapx.OpenWatchSession(b.ctx, ep, imapx.SessionOptions{CommandTimeout: stallTimeout})
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	require.NoError(t, s.Subscribe(b.ctx, []string{"INBOX", "Sent"}))
+	_, err = s.Wait(b.ctx, time.Minute)
+	require.ErrorIs(t, err, imapx.ErrNotificationOverflow)
+	require.True(t, imapx.IsTransient(err))
+	require.False(t, s.Usable())
+}
