@@ -15,9 +15,10 @@ import (
 // This file is the command side of a Conn: a tagged command writer and the
 // loop that reads a command's responses up to its tagged completion
 // (RFC 3501 §2.2.1, §2.2.2, §7). The commands themselves live in one file
-// each (enable.go, examine.go, fetch.go, search.go, logout.go), each a
-// method that builds its arguments, runs them through run and reads what
-// it needs from the untagged responses.
+// each (enable.go, examine.go, fetch.go, search.go, notify.go, logout.go),
+// each a method that builds its arguments, runs them through run and reads
+// what it needs from the untagged responses; IDLE (idle.go), whose
+// completion the client asks for, runs its own exchange.
 
 // commands are the only commands a Conn sends. None of them changes a
 // mailbox: ENABLE changes how the server reports, EXAMINE opens a folder
