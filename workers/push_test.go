@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -264,6 +265,17 @@ func TestPushPastMaxSubscribedFolders(t *testing.T) {
 	deliver(b.user, "Archive", 2)
 	time.Sleep(2 * time.Second)
 	require.Empty(t, b.stored(t, "ARCHIVE"), "the folder past the bound waits for the interval")
+
+	// The status view says which folder is watched.
+	rep, err := status.Read(context.Background(), b.pool, workers.StatusOptions(b.deps(t)))
+	require.NoError(t, err)
+	require.Len(t, rep.Accounts, 1)
+	require.Equal(t, "Push", rep.Accounts[0].ConfiguredMode)
+	modes := map[string]string{}
+	for _, f := range rep.Accounts[0].Folders {
+		modes[f.Alias] = f.EffectiveMode
+	}
+	require.Equal(t, map[string]string{"INBOX": "Push", "ARCHIVE": "Polling"}, modes)
 }
 
 // fastFailures makes push failures quick to provoke: two in a row degrade
