@@ -466,6 +466,10 @@ func TestPushNoChangeLostUnderBursts(t *testing.T) {
 func TestPushReportDuringAPassRunsItOnceMore(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)
+	// INBOX alone, so that the first session opened after arming is its
+	// pass's.
+	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS")
+	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH")
 	var armed atomic.Bool
 	b.editDeps = func(d *workers.Dependencies) {
 		d.OpenSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
