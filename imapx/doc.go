@@ -28,6 +28,17 @@
 // SessionOptions.CommandTimeout and by the caller's context: either one
 // closes the connection when it runs out.
 //
+// # Watching
+//
+// OpenWatchSession establishes a connection the same way and returns a
+// WatchSession, which can only watch: Subscribe opens the first folder with
+// EXAMINE and names the rest in NOTIFY SET (RFC 5465), WatchFolder opens
+// one folder for IDLE alone, and Wait runs one IDLE (RFC 2177) for at most
+// a renewal and returns which watched folders the server reported a change
+// in — never a count, a UID or a flag from the report. It has no operation
+// that fetches anything, so a change it hears about is read by an ordinary
+// ReadSession afterwards.
+//
 // # Reconciliation
 //
 // Reconcile asks the server about a window of stored UIDs of the examined

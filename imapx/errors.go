@@ -69,6 +69,13 @@ var ErrIncompleteAnswer = failure.New("MailboxAnswerIncomplete", "imapx: the ser
 // *TransportError.
 var ErrMalformedResponse = wire.ErrMalformedResponse
 
+// ErrNotificationOverflow is the cause of a *TransportError when a server
+// said, with an untagged NOTIFICATIONOVERFLOW (RFC 5465 §5.8), that it
+// stopped reporting changes to a watching session: the subscription is
+// gone, so the connection is closed and the watch starts again from a
+// connection of its own.
+var ErrNotificationOverflow = wire.ErrNotificationOverflow
+
 // AuthenticationError reports that the server rejected the credential, a
 // password or a bearer token: it answered NO, refused a bearer token with
 // its error challenge (whether it then answered NO or dropped the

@@ -14,7 +14,10 @@ const (
 	QueueBackfill = "backfill"
 	// QueueMutations runs mailbox mutation stages.
 	QueueMutations = "mutations"
+	// QueueWatches runs the watches of push accounts, each holding its
+	// worker for its whole (bounded) life.
+	QueueWatches = "watches"
 )
 
 // Queues lists every queue name, in a fixed order.
-var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations}
+var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations, QueueWatches}

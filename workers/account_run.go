@@ -146,6 +146,9 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 				}
 			}
 		}
+		if err := scheduleWatch(ctx, tx, client, account); err != nil {
+			return err
+		}
 		if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, w.deps.Now().Add(cfg.Sync.Interval), state.ConsecutiveFailures, job.ID); err != nil {
 			return err
 		}

@@ -42,9 +42,18 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 	}
 	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), alias, bounds(cfg))
 	if err != nil {
+		wait := deferral()
+		if errors.Is(err, slots.ErrFull) {
+			// A folder whose server reported a change waits only moments
+			// for a slot, which a sibling's pass or window gives back as it
+			// ends: the report is what push synchronization exists for.
+			if reported, rerr := mailstore.ChangeReported(ctx, conn, config.AccountKey(account.ID), alias); rerr == nil && reported {
+				wait = reportedDeferral()
+			}
+		}
 		releaseConn()
 		if errors.Is(err, slots.ErrFull) {
-			return nil, river.JobSnooze(deferral())
+			return nil, river.JobSnooze(wait)
 		}
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/forwardpass"
@@ -49,6 +50,14 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	}
 	defer unit.release()
 	account, conn, binding := unit.account, unit.conn, unit.binding
+	key := config.AccountKey(account.ID)
+
+	// A change the mail server reported before this pass reads the folder
+	// is covered by this pass.
+	reportedAt, reported, err := mailstore.TakeChangeReport(ctx, conn, key, binding.Alias)
+	if err != nil {
+		return err
+	}
 
 	sess, err := w.deps.openMailbox(ctx, account, binding.Alias)
 	if err != nil {
@@ -82,7 +91,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	_ = river.RecordOutput(ctx, rep)
 	logReport(ctx, logger, rep, err)
 	// What the pass committed counts whether or not it ended early.
-	if rerr := mailstore.RecordPass(context.WithoutCancel(ctx), conn, config.AccountKey(account.ID), binding.Alias, mailstore.PassCounts{
+	if rerr := mailstore.RecordPass(context.WithoutCancel(ctx), conn, key, binding.Alias, mailstore.PassCounts{
 		Stored: rep.Stored, Oversized: rep.Oversized, Unreadable: rep.Unreadable, ExcludedByDate: rep.ExcludedByDate,
 		ExpungedBeforeFetch: rep.ExpungedBeforeFetch, Withheld: rep.Withheld,
 	}, err == nil && !rep.More, w.deps.Now()); rerr != nil && err == nil {
@@ -93,6 +102,30 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	}
 	_ = closeErr // everything the pass read is committed; a failed logout changes nothing
 	if rep.More {
+		return river.JobSnooze(0)
+	}
+	// A change reported while this pass ran could not queue another pass
+	// (a pass is unique while running), so it left a mark: taking it and
+	// completing are one transaction, and a mark found makes the pass go
+	// around once more. A report that comes after the commit finds the
+	// pass completed and queues a new one.
+	again := false
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var err error
+		if _, again, err = mailstore.TakeChangeReport(ctx, tx, key, binding.Alias); err != nil || again {
+			return err
+		}
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if reported {
+		w.deps.Push.observeStored(account.ID, w.deps.Now().Sub(reportedAt))
+	}
+	if again {
+		logger.InfoContext(ctx, "a change was reported while the pass ran; the folder is read once more")
 		return river.JobSnooze(0)
 	}
 	return nil

@@ -21,8 +21,8 @@ const OrphanSweepInterval = 5 * time.Second
 const OrphanGrace = 2 * time.Second
 
 // SweepOrphans requeues the account runs, folder passes, reconciliation
-// windows, backfill batches and mutation stages whose process stopped
-// while working them,
+// windows, backfill batches, mutation stages and watches whose process
+// stopped while working them,
 // so a crash costs seconds rather than River's hour-long stuck-job
 // threshold (see package liveness). Every process runs it once as it
 // starts, so a restart reclaims its predecessor's work at once; the
@@ -40,6 +40,7 @@ func SweepOrphans(ctx context.Context, deps Dependencies, logger *slog.Logger) e
 		return liveness.Sweep(ctx, deps.Pool, []string{
 			jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ReconcileWindow{}.Kind(), jobs.ExtractionBackfill{}.Kind(),
 			jobs.MutationStage{}.Kind(),
+			jobs.Watch{}.Kind(),
 		}, OrphanGrace)
 	})
 	if err != nil {

@@ -88,11 +88,27 @@ func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *
 			if inserted {
 				due++
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			return scheduleWatch(ctx, tx, client, a)
 		})
 		if err != nil {
 			return due, err
 		}
 	}
 	return due, nil
+}
+
+// scheduleWatch inserts account's watch, in tx, when the account asks for
+// push synchronization and has none pending or running (the watch is
+// unique per account, so a second insert is skipped).
+func scheduleWatch(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account config.Account) error {
+	if account.Mode != config.ModePush {
+		return nil
+	}
+	if _, err := client.InsertTx(ctx, tx, jobs.Watch{AccountID: account.ID}, nil); err != nil {
+		return fmt.Errorf("schedule the account's watch: %w", err)
+	}
+	return nil
 }

@@ -57,6 +57,11 @@ type syncBundle struct {
 	// noMutationWorkers leaves the mutations queue unworked, so mutations
 	// advance only in account runs.
 	noMutationWorkers bool
+	// editConfig, when set, edits the loaded configuration before the
+	// workers are built from it, for what the environment cannot say yet.
+	editConfig func(*config.Config)
+	// editDeps, when set, edits the workers' dependencies.
+	editDeps func(*workers.Dependencies)
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -114,6 +119,9 @@ func (b *syncBundle) start(t *testing.T) {
 	}
 	cfg, err := config.Load(environ)
 	require.NoError(t, err)
+	if b.editConfig != nil {
+		b.editConfig(cfg)
+	}
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ws := river.NewWorkers()
 	b.metrics = prometheus.NewRegistry()
@@ -121,6 +129,9 @@ func (b *syncBundle) start(t *testing.T) {
 	require.NoError(t, err)
 	stopping := make(chan struct{})
 	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines, OpenWriteConnection: b.openWrite, OpenSession: b.openRead, Stopping: stopping}
+	if b.editDeps != nil {
+		b.editDeps(&deps)
+	}
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
@@ -132,7 +143,7 @@ func (b *syncBundle) start(t *testing.T) {
 		Pool:         b.pool,
 		Workers:      ws,
 		Middleware:   []rivertype.WorkerMiddleware{failures},
-		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1, jobs.QueueMutations: mutationWorkers},
+		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1, jobs.QueueMutations: mutationWorkers, jobs.QueueWatches: 2},
 		Logger:       logger,
 	})
 	require.NoError(t, err)
@@ -179,7 +190,7 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 		var busy int
 		require.NoError(t, b.pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM river_job
-			WHERE (state IN ('available', 'running', 'pending')
+			WHERE kind <> 'watch' AND (state IN ('available', 'running', 'pending')
 			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds'))
 			  AND NOT (kind = 'mutation_stage' AND $1)`, b.noMutationWorkers).Scan(&busy))
 		if busy == 0 {

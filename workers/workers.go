@@ -69,6 +69,9 @@ type Dependencies struct {
 	// OpenWriteConnection opens an account's write connection. Default:
 	// imapx.OpenWriteConnection.
 	OpenWriteConnection func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)
+	// OpenWatch opens a watching IMAP session. Default:
+	// imapx.OpenWatchSession.
+	OpenWatch func(ctx context.Context, ep imapx.Endpoint) (*imapx.WatchSession, error)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Resilience holds the outbound resilience pipelines every mailbox and
@@ -80,6 +83,9 @@ type Dependencies struct {
 	// one built over Resolver and Resilience.
 	Tokens *mailoauth.Source
 
+	// Push records push synchronization's metrics. Default: none.
+	Push *PushMetrics
+
 	// Stopping, when set, is closed when the process begins to shut down:
 	// a folder pass then ends after the batch in flight, with its
 	// checkpoint, instead of opening another. Default: never closed.
@@ -89,6 +95,8 @@ type Dependencies struct {
 	// write connection; built by Register, once per process.
 	writes  *mutation.Connections
 	carrier *mutation.Carrier
+	// lifetime overrides WatchLifetime. Tests shorten it.
+	lifetime time.Duration
 
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
@@ -111,6 +119,11 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	if d.OpenWriteConnection == nil {
 		d.OpenWriteConnection = func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error) {
 			return imapx.OpenWriteConnection(ctx, ep, imapx.SessionOptions{})
+		}
+	}
+	if d.OpenWatch == nil {
+		d.OpenWatch = func(ctx context.Context, ep imapx.Endpoint) (*imapx.WatchSession, error) {
+			return imapx.OpenWatchSession(ctx, ep, imapx.SessionOptions{})
 		}
 	}
 	if d.Now == nil {
@@ -166,6 +179,7 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
 	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
 	river.AddWorker(ws, &MutationStageWorker{deps: deps})
+	river.AddWorker(ws, &WatchWorker{deps: deps})
 	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true}
 	return &failureMiddleware{
 		logger: deps.Logger,
@@ -176,6 +190,17 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 			jobs.MutationStage{}.Kind():   {record: recordMutationFailure(deps), endsJob: true},
 		},
 	}, nil
+}
+
+// watchLifetime is WatchLifetime, or what a test set.
+func (d Dependencies) watchLifetime() time.Duration { return cmp.Or(d.lifetime, WatchLifetime) }
+
+// reportedDeferral is the snooze of a folder unit whose server reported a
+// change when a concurrency bound is reached: short enough that a report
+// is acted on within moments, jittered so units contending for one slot
+// do not return in step.
+func reportedDeferral() time.Duration {
+	return 200*time.Millisecond + rand.N(600*time.Millisecond)
 }
 
 // deferral is the short, jittered snooze a work unit takes when a

@@ -151,9 +151,6 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 
 	if m, ok := enumIn(c, v("MODE"), label+": ", raw.Mode, Modes); ok {
 		a.Mode = m
-		if m == ModePush {
-			c.addRule(v("MODE"), RuleFeatureNotAvailable, "%s: push synchronization is not available in this version of MailFathom; use %s", label, ModePolling)
-		}
 	}
 	if d, ok := enumIn(c, v("REMOTELY_DELETED_EMAIL_DISPOSITION"), label+": ", raw.RemotelyDeletedEmailDisposition, RemotelyDeletedEmailDispositions); ok {
 		a.RemotelyDeletedEmailDisposition = d

@@ -56,7 +56,7 @@ func TestLoadDefaults(t *testing.T) {
 		require.True(t, cfg.Database.Embedded())
 		require.Empty(t, cfg.Database.ConnString())
 		require.Empty(t, cfg.SecretReferences())
-		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1, Mutations: 1}, cfg.EffectiveQueueWorkers())
+		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1, Mutations: 1, Watches: 1}, cfg.EffectiveQueueWorkers())
 	}
 }
 
@@ -161,7 +161,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 	require.Equal(t, UI{Enabled: true, Username: "operator", Password: secret.Reference{Scheme: "docker-secret", Target: "SENTINEL-ui"}}, cfg.UI)
 	require.False(t, cfg.MigrateOnStart)
 	require.Equal(t, Log{Format: LogFormatText, Level: LogLevelDebug}, cfg.Log)
-	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Mutations: 1}, cfg.EffectiveQueueWorkers())
+	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Mutations: 1, Watches: 1}, cfg.EffectiveQueueWorkers())
 
 	require.Equal(t, Sync{
 		Enabled: true, Interval: 2 * time.Minute, MaxFailureBackoff: 2 * time.Minute,
@@ -400,4 +400,24 @@ func TestTrustAnchorInterpretationModes(t *testing.T) {
 
 	_, err = Load(account(pem, "Inline"))
 	require.ErrorContains(t, err, "MAILFATHOM_SECRET_INTERPRETATION_MODE")
+}
+
+// TestWatchWorkersFollowPushAccounts: by default a process has one watch
+// worker per push account, so it can take every account's watch over, and
+// at least one; a configured count is kept.
+func TestWatchWorkersFollowPushAccounts(t *testing.T) {
+	t.Parallel()
+	env := validEnv()
+	cfg, err := Load(environ(env, nil))
+	require.NoError(t, err)
+	require.Equal(t, 1, cfg.EffectiveQueueWorkers().Watches, "no push account")
+
+	cfg, err = Load(environ(env, map[string]string{"MAILFATHOM_ACCOUNTS_0_MODE": "Push", "MAILFATHOM_ACCOUNTS_1_MODE": "Push"}))
+	require.NoError(t, err)
+	require.Equal(t, ModePush, cfg.Accounts[0].Mode)
+	require.Equal(t, 2, cfg.EffectiveQueueWorkers().Watches)
+
+	cfg, err = Load(environ(env, map[string]string{"MAILFATHOM_ACCOUNTS_0_MODE": "Push", "MAILFATHOM_QUEUE_WATCHES_WORKERS": "5"}))
+	require.NoError(t, err)
+	require.Equal(t, 5, cfg.EffectiveQueueWorkers().Watches)
 }

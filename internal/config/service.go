@@ -94,6 +94,11 @@ type Queues struct {
 	// Mutations is MAILFATHOM_QUEUE_MUTATIONS_WORKERS, the workers carrying
 	// mailbox mutation stages. Default 1; 0 also means 1.
 	Mutations int
+	// Watches is MAILFATHOM_QUEUE_WATCHES_WORKERS. Default 0: derived as
+	// the number of accounts whose mode is Push, at least 1. A watch holds
+	// its worker for its whole life, so a process that should be able to
+	// take over every account's watch needs one per push account.
+	Watches int
 }
 
 // EffectiveQueueWorkers returns the worker count each queue runs with: the
@@ -115,6 +120,14 @@ func (c *Config) EffectiveQueueWorkers() Queues {
 	if q.Mutations == 0 {
 		q.Mutations = 1
 	}
+	if q.Watches == 0 {
+		for _, a := range c.Accounts {
+			if a.Mode == ModePush {
+				q.Watches++
+			}
+		}
+		q.Watches = max(q.Watches, 1)
+	}
 	return q
 }
 
@@ -131,6 +144,7 @@ type rawService struct {
 	FoldersWorkers   string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
 	BackfillWorkers  string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
 	MutationsWorkers string `env:"QUEUE_MUTATIONS_WORKERS" envDefault:"1"`
+	WatchesWorkers   string `env:"QUEUE_WATCHES_WORKERS" envDefault:"0"`
 	// The embeddings queue is bound only so that setting it is refused by
 	// name (see unavailableFeatures).
 	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS"`
@@ -171,4 +185,5 @@ func convertService(c *converter, raw rawService, cfg *Config) {
 	cfg.Queues.Folders = c.integer(Prefix+"QUEUE_FOLDERS_WORKERS", raw.FoldersWorkers, 0, maxWorkers)
 	cfg.Queues.Backfill = c.integer(Prefix+"QUEUE_BACKFILL_WORKERS", raw.BackfillWorkers, 0, maxWorkers)
 	cfg.Queues.Mutations = c.integer(Prefix+"QUEUE_MUTATIONS_WORKERS", raw.MutationsWorkers, 0, maxWorkers)
+	cfg.Queues.Watches = c.integer(Prefix+"QUEUE_WATCHES_WORKERS", raw.WatchesWorkers, 0, maxWorkers)
 }

@@ -19,15 +19,8 @@ type unavailableFeature struct {
 	variables []string
 }
 
-// unavailableFeatures are the features this version does not have. An
-// account's MODE=Push is refused with push's settings (see convertAccount).
+// unavailableFeatures are the features this version does not have.
 var unavailableFeatures = []unavailableFeature{
-	{"push synchronization", "is", []string{
-		Prefix + "SYNC_PUSH_RENEWAL_INTERVAL",
-		Prefix + "SYNC_MAX_CONSECUTIVE_PUSH_FAILURES",
-		Prefix + "SYNC_PUSH_DEGRADATION_PERIOD",
-		Prefix + "SYNC_MAX_SUBSCRIBED_FOLDERS",
-	}},
 	{"embedding", "is", []string{
 		Prefix + "QUEUE_EMBEDDINGS_WORKERS",
 		resilienceSectionPrefix + "AI_PROVIDER_INVOCATION_",

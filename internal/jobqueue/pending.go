@@ -139,3 +139,22 @@ func PendingRuns(ctx context.Context, q interface {
 	}
 	return out, rows.Err()
 }
+
+// MakeFolderPassDue makes the folder pass of accountKey and alias that is
+// waiting — scheduled, retryable, or available from a moment still ahead
+// (a short snooze), not running — available now, and
+// reports whether there was one. A report from the mail server ends the
+// wait early, whatever it was: the interval, or the backoff of a failing
+// folder.
+func MakeFolderPassDue(ctx context.Context, q interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, kind, accountKey, alias string) (bool, error) {
+	tag, err := q.Exec(ctx, `
+		UPDATE river_job SET scheduled_at = now(), state = 'available'
+		WHERE kind = $1 AND lower(btrim(args->>'account_id')) = $2 AND args->>'alias' = $3
+		  AND (state IN ('scheduled', 'retryable') OR (state = 'available' AND scheduled_at > now()))`, kind, accountKey, alias)
+	if err != nil {
+		return false, fmt.Errorf("jobqueue: make the folder's pass due: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -158,6 +158,9 @@ type FolderState struct {
 	LastSuccessAt       *time.Time
 	LastFailureAt       *time.Time
 	LastFailureIdentity string
+	// EffectiveMode is ModePush or ModePolling as a push account's watch
+	// last recorded it, "" when none has.
+	EffectiveMode string
 }
 
 // RunStates returns every account's and folder alias's state.
@@ -172,7 +175,7 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 	}
 	rows, err = q.Query(ctx, `SELECT account_key, alias, stored, oversized, unreadable, excluded_by_date,
 		expunged_before_fetch, content_withheld, last_pass_at, last_success_at, last_failure_at,
-		coalesce(last_failure_identity, '')
+		coalesce(last_failure_identity, ''), coalesce(effective_mode, '')
 		FROM folder_states ORDER BY account_key, alias`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
@@ -181,7 +184,7 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 		var f FolderState
 		c := &f.Counts
 		err := r.Scan(&f.AccountKey, &f.Alias, &c.Stored, &c.Oversized, &c.Unreadable, &c.ExcludedByDate,
-			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity)
+			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode)
 		return f, err
 	})
 	if err != nil {

@@ -91,6 +91,7 @@ func OptionsFromConfig(cfg *config.Config, resolver *secret.Resolver) Options {
 			jobs.QueueFolders:   q.Folders,
 			jobs.QueueBackfill:  q.Backfill,
 			jobs.QueueMutations: q.Mutations,
+			jobs.QueueWatches:   q.Watches,
 		},
 		ShutdownDrain: cfg.Sync.ShutdownDrainTimeout,
 		AccountCount:  len(cfg.Accounts),

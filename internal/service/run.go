@@ -125,6 +125,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	pushMetrics, err := workers.NewPushMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 
 	// The process's liveness lock is taken before River starts, so every
 	// job this process fetches is covered from its first moment; it is held
@@ -148,7 +152,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("mailbox OAuth: %w", err)
 	}
 	r.stopping = make(chan struct{})
-	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens, Stopping: r.stopping}
+	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens, Stopping: r.stopping, Push: pushMetrics}
 	failures, err := workers.Register(ws, deps)
 	if err != nil {
 		return err

@@ -84,7 +84,10 @@ type Failure struct {
 // Folder is one configured folder alias's status.
 type Folder struct {
 	Alias string `json:"alias"`
-	// EffectiveMode is how the folder learns of new mail now: Polling.
+	// EffectiveMode is how the folder learns of new mail now: Push while
+	// the account's watch keeps it watched, Polling otherwise (the account
+	// polls, the server offers no way to watch it, it is past the
+	// subscription's bound, or push is degraded).
 	EffectiveMode string `json:"effective_mode"`
 	// Bound reports that the alias has been resolved to a remote folder.
 	Bound bool `json:"bound"`
@@ -180,8 +183,12 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		for _, alias := range aliases(a) {
 			k := folderKey{key, alias}
 			fs, c := folderState[k], content[k]
+			mode := string(config.ModePolling)
+			if a.Mode == config.ModePush && fs.EffectiveMode == mailstore.ModePush {
+				mode = mailstore.ModePush
+			}
 			f := Folder{
-				Alias: alias, EffectiveMode: string(config.ModePolling),
+				Alias: alias, EffectiveMode: mode,
 				Bound:      c.AccountKey != "",
 				Checkpoint: Checkpoint{UIDValidity: c.UIDValidity, LastSeenUID: c.LastSeenUID},
 				Messages:   Messages{Stored: c.Stored, Oversized: c.Oversized, Withheld: c.Withheld, Tombstoned: c.Tombstoned},

@@ -15,20 +15,25 @@ import (
 // This file is the command side of a Conn: a tagged command writer and the
 // loop that reads a command's responses up to its tagged completion
 // (RFC 3501 §2.2.1, §2.2.2, §7). The commands themselves live in one file
-// each (enable.go, examine.go, fetch.go, search.go, logout.go), each a
-// method that builds its arguments, runs them through run and reads what
-// it needs from the untagged responses.
+// each (enable.go, examine.go, fetch.go, search.go, notify.go, logout.go),
+// each a method that builds its arguments, runs them through run and reads
+// what it needs from the untagged responses; IDLE (idle.go), whose
+// completion the client asks for, runs its own exchange.
 
 // commands are the only commands a Conn sends. None of them changes a
 // mailbox: ENABLE changes how the server reports, EXAMINE opens a folder
 // read-only, UID FETCH asks for FLAGS, UID and MODSEQ only (fetch.go
-// refuses any other item), UID SEARCH returns identifiers. A command
-// outside this list is refused before anything is sent.
+// refuses any other item), UID SEARCH returns identifiers, NOTIFY and IDLE
+// (notify.go, idle.go) ask the server to report changes and carry no
+// message data. A command outside this list is refused before anything is
+// sent.
 var commands = map[string]bool{
 	"ENABLE":     true,
 	"EXAMINE":    true,
 	"UID FETCH":  true,
 	"UID SEARCH": true,
+	"NOTIFY":     true,
+	"IDLE":       true,
 	"LOGOUT":     true,
 }
 
@@ -89,7 +94,7 @@ type Handler func(*Response)
 func (c *Conn) run(ctx context.Context, timeout time.Duration, name, args string, handle Handler) error {
 	if !commands[name] {
 		// A programming error, refused before anything is sent.
-		return fmt.Errorf("imapx: %s is not a command the reconciliation connection sends", name)
+		return fmt.Errorf("imapx: %s is not a command this connection sends", name)
 	}
 	if c.sock.Broken() {
 		return &TransportError{Op: name, Err: ErrConnectionUnusable}

@@ -14,7 +14,9 @@ import (
 // responses with their response codes, CAPABILITY, FLAGS, EXISTS, RECENT,
 // EXPUNGE, FETCH with UID, FLAGS and MODSEQ, SEARCH), ENABLED (RFC 5161
 // §3.2), ESEARCH (RFC 4731 §3.1 and §4), HIGHESTMODSEQ, NOMODSEQ and MODSEQ
-// (RFC 7162 §3.1.2, §3.1.4) and VANISHED (RFC 7162 §3.2.10). Any other
+// (RFC 7162 §3.1.2, §3.1.4), VANISHED (RFC 7162 §3.2.10) and the mailbox
+// a STATUS response names (RFC 3501 §7.2.4, unsolicited under NOTIFY,
+// RFC 5465 §5). Any other
 // untagged response is read to its end, literals included, and dropped.
 //
 // The decoder reads straight from the connection, byte by byte through a
@@ -51,20 +53,21 @@ type Kind uint8
 
 // The kinds of response the decoder tells apart.
 const (
-	RespOther      Kind = iota // an untagged response this package does not use, skipped
-	RespTagged                 // tag OK/NO/BAD
-	RespStatus                 // * OK/NO/BAD/BYE/PREAUTH
-	RespContinue               // + text
-	RespCapability             // * CAPABILITY
-	RespEnabled                // * ENABLED
-	RespFlags                  // * FLAGS
-	RespExists                 // * n EXISTS
-	RespRecent                 // * n RECENT
-	RespExpunge                // * n EXPUNGE
-	RespFetch                  // * n FETCH
-	RespSearch                 // * SEARCH
-	RespESearch                // * ESEARCH
-	RespVanished               // * VANISHED [(EARLIER)]
+	RespOther         Kind = iota // an untagged response this package does not use, skipped
+	RespTagged                    // tag OK/NO/BAD
+	RespStatus                    // * OK/NO/BAD/BYE/PREAUTH
+	RespContinue                  // + text
+	RespCapability                // * CAPABILITY
+	RespEnabled                   // * ENABLED
+	RespFlags                     // * FLAGS
+	RespExists                    // * n EXISTS
+	RespRecent                    // * n RECENT
+	RespExpunge                   // * n EXPUNGE
+	RespFetch                     // * n FETCH
+	RespSearch                    // * SEARCH
+	RespESearch                   // * ESEARCH
+	RespVanished                  // * VANISHED [(EARLIER)]
+	RespMailboxStatus             // * STATUS mailbox (...), RFC 3501 §7.2.4
 )
 
 // Response is one decoded server response. Only the fields of its Kind are
@@ -86,6 +89,11 @@ type Response struct {
 	Caps []string // CAPABILITY, ENABLED, [CAPABILITY ...]
 
 	Fetch FetchAttrs // RespFetch
+
+	// Mailbox is the folder path a STATUS response names, decoded from
+	// modified UTF-7 (RFC 3501 §5.1.3), with INBOX in upper case. The
+	// status values themselves are read to their end and dropped.
+	Mailbox string
 
 	// SEARCH numbers, ESEARCH ALL, VANISHED known-uids; not normalized.
 	Set     UIDRanges
@@ -266,9 +274,76 @@ func (d *decoder) untagged() (*Response, error) {
 	case "VANISHED":
 		r.Kind = RespVanished
 		return r, d.vanished(r)
+	case "STATUS":
+		r.Kind = RespMailboxStatus
+		return r, d.mailboxStatus(r)
 	}
 	r.Kind = RespOther
 	return r, d.skipLine()
+}
+
+// mailboxStatus reads the rest of a STATUS response (RFC 3501 §7.2.4,
+// RFC 5465 §5): SP mailbox SP "(" [status-att-list] ")". Only the mailbox
+// is kept; the list is read to its end and dropped, because no number in
+// an unsolicited report is trusted.
+func (d *decoder) mailboxStatus(r *Response) error {
+	if err := d.expect(' ', "STATUS"); err != nil {
+		return err
+	}
+	name, err := d.mailbox()
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return malformed("STATUS of no mailbox")
+	}
+	r.Mailbox = decodeMailbox(name)
+	if err := d.expect(' ', "STATUS"); err != nil {
+		return err
+	}
+	if b, err := d.peek(); err != nil {
+		return err
+	} else if b != '(' {
+		return malformed("STATUS attribute list")
+	}
+	if err := d.skipValue(0); err != nil {
+		return err
+	}
+	// Some servers end the list with a space before the line ending.
+	if b, err := d.peek(); err == nil && b == ' ' {
+		_, _ = d.next()
+	}
+	return d.crlf()
+}
+
+// mailbox reads a mailbox name (RFC 3501 §9: "INBOX" / astring): an atom
+// of ASTRING-CHARs, a quoted string or a literal, bounded like a quoted
+// string.
+func (d *decoder) mailbox() (string, error) {
+	b, err := d.peek()
+	if err != nil {
+		return "", err
+	}
+	switch b {
+	case '"':
+		return d.quoted()
+	case '{':
+		n, err := d.literalHeader()
+		if err != nil {
+			return "", err
+		}
+		if n > maxStringBytes {
+			return "", malformed("mailbox name too long")
+		}
+		buf := make([]byte, n)
+		for i := range buf {
+			if buf[i], err = d.next(); err != nil {
+				return "", err
+			}
+		}
+		return string(buf), nil
+	}
+	return d.token(isAstringChar, "mailbox")
 }
 
 // respText reads resp-text (RFC 3501 §9) to the end of the line: an
@@ -768,6 +843,9 @@ func isAtomChar(c byte) bool {
 
 // isTagChar is ASTRING-CHAR except "+" (RFC 3501 §9 tag).
 func isTagChar(c byte) bool { return c != '+' && (isAtomChar(c) || c == ']') }
+
+// isAstringChar is ASTRING-CHAR (RFC 3501 §9): ATOM-CHAR or "]".
+func isAstringChar(c byte) bool { return isAtomChar(c) || c == ']' }
 
 // isCodeChar is a character of a response code's atom.
 func isCodeChar(c byte) bool { return isAtomChar(c) }

@@ -166,7 +166,7 @@ func TestDecodeSkipsWhatItDoesNotUse(t *testing.T) {
 		"BODY[HEADER.FIELDS (SUBJECT \"DATE\")]<0> {7}\r\nab)\r\n(\" " +
 		"BINARY[1] ~{3}\r\n\x00\x01\x02 X-GM-LABELS (\\Inbox \"a b\") FLAGS (\\Seen))\r\n" +
 		"* LIST (\\HasNoChildren) \"/\" {5}\r\nR1 OK\r\n" +
-		"* STATUS unbalanced ( text {x}\r\n" +
+		"* METADATA unbalanced ( text {x}\r\n" +
 		"* 5 XFOO bar {3}\r\nabc tail\r\n" +
 		"* ID (\"name\" \"Dovecot\")\r\n" +
 		"R7 OK done\r\n"
@@ -305,6 +305,69 @@ func TestUIDRanges(t *testing.T) {
 	require.False(t, UIDRanges(nil).Contains(1))
 }
 
+// TestDecodeStatusNamesTheFolder: an unsolicited STATUS response, as a
+// NOTIFY subscription delivers it, is read for the folder it names and
+// nothing else; every form of mailbox name decodes to the path ListFolders
+// reports.
+func TestDecodeStatusNamesTheFolder(t *testing.T) {
+	for raw, want := range map[string]string{
+		"* STATUS INBOX (MESSAGES 3 UIDNEXT 9)\r\n":                          "INBOX",
+		"* STATUS inbox (MESSAGES 3)\r\n":                                    "INBOX",
+		"* STATUS \"Sent Items\" (MESSAGES 3 UIDNEXT 9 UNSEEN 0)\r\n":        "Sent Items",
+		"* STATUS Archive/2026 (HIGHESTMODSEQ 18446744073709551615)\r\n":     "Archive/2026",
+		"* STATUS {9}\r\nA&-B ]x\"y (MESSAGES 1)\r\n":                        `A&B ]x"y`,
+		"* STATUS \"~peter/mail/&U,BTFw-/&ZeVnLIqe-\" (UIDNEXT 2)\r\n":       "~peter/mail/台北/日本語",
+		"* STATUS \"&ANoBDQ-ty &- Zpr&AOE-vy\" ()\r\n":                       "Účty & Zprávy",
+		"* STATUS \"bad &AB- utf7\" (MESSAGES 1)\r\n":                        "bad &AB- utf7",
+		"* STATUS Trash (MESSAGES 1 X-UNKNOWN (nested list) UIDNEXT 2) \r\n": "Trash",
+	} {
+		r := decodeOne(t, raw)
+		require.Equal(t, RespMailboxStatus, r.Kind, "%q", raw)
+		require.Equal(t, want, r.Mailbox, "%q", raw)
+		require.Zero(t, r.UIDNext, "no number of a report is read")
+		require.Zero(t, r.HighestModSeq)
+	}
+	for name, raw := range map[string]string{
+		"no list":          "* STATUS INBOX\r\n",
+		"list not a list":  "* STATUS INBOX MESSAGES 3\r\n",
+		"unbalanced":       "* STATUS INBOX (MESSAGES 3\r\n",
+		"no mailbox":       "* STATUS  (MESSAGES 3)\r\n",
+		"huge literal":     "* STATUS {65537}\r\n",
+		"trailing garbage": "* STATUS INBOX () x\r\n",
+	} {
+		_, err := decodeAll(raw)
+		require.ErrorIs(t, err, ErrMalformedResponse, name)
+	}
+	for in := range map[string]bool{"INBOX": true, "Sent Items": true, "A&B": true, "台北/日本語": true, "😀 x": true} {
+		enc, err := encodeMailbox(in)
+		require.NoError(t, err)
+		require.Equal(t, in, decodeMailbox(enc))
+	}
+}
+
+// TestChangeNamesOnlyTheFolder: which responses report a change, and in
+// which folder; none carries anything else out.
+func TestChangeNamesOnlyTheFolder(t *testing.T) {
+	c := &Conn{}
+	rs, err := decodeAll("* 5 EXISTS\r\n* 2 EXPUNGE\r\n* 3 FETCH (FLAGS (\\Seen))\r\n* VANISHED 4\r\n* 1 RECENT\r\n* OK [UIDNEXT 9] x\r\n* STATUS Sent (MESSAGES 2)\r\n")
+	require.NoError(t, err)
+	var got []string
+	for _, r := range rs {
+		if f, ok := c.Change(r); ok {
+			got = append(got, f)
+		}
+	}
+	require.Equal(t, []string{"Sent"}, got, "with no folder open only a STATUS names one")
+	c.folder = "INBOX"
+	got = nil
+	for _, r := range rs {
+		if f, ok := c.Change(r); ok {
+			got = append(got, f)
+		}
+	}
+	require.Equal(t, []string{"INBOX", "INBOX", "INBOX", "INBOX", "Sent"}, got)
+}
+
 func TestEncodeMailbox(t *testing.T) {
 	for in, want := range map[string]string{
 		"INBOX":                   "INBOX",
@@ -338,6 +401,8 @@ var fuzzSeeds = []string{
 	"* LIST (\\HasNoChildren) \"/\" {5}\r\nR1 OK\r\n",
 	"+ go ahead\r\n* BYE bye\r\n",
 	"\r\n* 1 EXISTS\n",
+	"* STATUS \"Sent Items\" (MESSAGES 3 UIDNEXT 9 UNSEEN 1)\r\n* STATUS INBOX (HIGHESTMODSEQ 7)\r\n",
+	"* STATUS {5}\r\nA&-B] ()\r\n* OK [NOTIFICATIONOVERFLOW] x\r\n+ idling\r\nR3 OK done\r\n",
 }
 
 // FuzzDecodeResponses feeds arbitrary bytes to the decoder: it must end
@@ -363,8 +428,31 @@ func FuzzDecodeResponses(f *testing.F) {
 				t.Fatalf("budget overrun: %d", d.budget)
 			}
 			checkInvariants(t, r)
+			checkChange(t, r)
 		}
 	})
+}
+
+// checkChange: a response reports a change in at most one folder, the one
+// it names or the open one, and a STATUS names a folder whenever it
+// decoded.
+func checkChange(t *testing.T, r *Response) {
+	c := &Conn{folder: "open"}
+	f, ok := c.Change(r)
+	switch r.Kind {
+	case RespMailboxStatus:
+		if !ok || f != r.Mailbox || f == "" {
+			t.Fatalf("STATUS change %q %v", f, ok)
+		}
+	case RespExists, RespExpunge, RespFetch, RespVanished:
+		if !ok || f != "open" {
+			t.Fatalf("change in the open folder reported as %q %v", f, ok)
+		}
+	default:
+		if ok {
+			t.Fatalf("%v reported a change", r.Kind)
+		}
+	}
 }
 
 func checkInvariants(t *testing.T, r *Response) {

@@ -16,6 +16,8 @@
 //	st, err := c.Examine(ctx, timeout, path, condstore) // RFC 3501 §6.3.2, never SELECT
 //	err = c.UIDFetchFlags(ctx, timeout, q, handle)      // UID FETCH of FLAGS, UID, MODSEQ
 //	err = c.UIDSearch(ctx, timeout, set, handle)        // UID SEARCH UID <set>
+//	err = c.NotifySet(ctx, timeout, others)             // NOTIFY SET, RFC 5465 §3.1
+//	changed, err := c.Idle(ctx, timeout, renewal)       // IDLE … DONE, RFC 2177 §3
 //	err = c.Close(timeout)                              // LOGOUT, RFC 3501 §6.1.3
 //
 // Every command runs through one command runner, which tags it, writes it,
@@ -23,7 +25,9 @@
 // handing each untagged Response to the command's Handler. A Conn sends
 // nothing outside its list of commands, and none of them changes a mailbox
 // or sets \Seen: UIDFetchFlags refuses any data item but FLAGS, UID and
-// MODSEQ before anything is sent. UID sets go out compressed and chunked
+// MODSEQ before anything is sent; NOTIFY asks for no message data and
+// IDLE returns only which folders a server's unsolicited reports named
+// (Change), never a number from them. UID sets go out compressed and chunked
 // (ChunkUIDs) and come back as ranges (UIDRanges), never expanded.
 //
 // # Responses

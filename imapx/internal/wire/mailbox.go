@@ -69,3 +69,52 @@ func quote(s string) string {
 	b.WriteByte('"')
 	return b.String()
 }
+
+// decodeMailbox decodes a mailbox name a server sent, in modified UTF-7
+// (RFC 3501 §5.1.3), into the folder path ListFolders would report, and
+// spells INBOX, which is case-insensitive (RFC 3501 §5.1), in upper case.
+// A name that is not valid modified UTF-7 is returned as it came: it then
+// names no folder MailFathom watches, which is all a report about it can
+// do.
+func decodeMailbox(name string) string {
+	if strings.EqualFold(name, "INBOX") {
+		return "INBOX"
+	}
+	if !strings.Contains(name, "&") {
+		return name
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c != '&' {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		end := strings.IndexByte(name[i:], '-')
+		if end < 0 {
+			return name
+		}
+		enc := name[i+1 : i+end]
+		i += end + 1
+		if enc == "" {
+			b.WriteByte('&')
+			continue
+		}
+		raw, err := modifiedBase64.DecodeString(enc)
+		if err != nil || len(raw)%2 != 0 {
+			return name
+		}
+		u := make([]uint16, len(raw)/2)
+		for j := range u {
+			u[j] = uint16(raw[2*j])<<8 | uint16(raw[2*j+1])
+		}
+		for _, r := range utf16.Decode(u) {
+			if r == utf8.RuneError {
+				return name
+			}
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
