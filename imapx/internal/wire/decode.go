@@ -328,20 +328,7 @@ func (d *decoder) mailbox() (string, error) {
 	case '"':
 		return d.quoted()
 	case '{':
-		n, err := d.literalHeader()
-		if err != nil {
-			return "", err
-		}
-		if n > maxStringBytes {
-			return "", malformed("mailbox name too long")
-		}
-		buf := make([]byte, n)
-		for i := range buf {
-			if buf[i], err = d.next(); err != nil {
-				return "", err
-			}
-		}
-		return string(buf), nil
+		return d.literalString(maxStringBytes, "mailbox name too long")
 	}
 	return d.token(isAstringChar, "mailbox")
 }
@@ -639,22 +626,28 @@ func (d *decoder) astring() (string, error) {
 	case '"':
 		return d.quoted()
 	case '{':
-		n, err := d.literalHeader()
-		if err != nil {
-			return "", err
-		}
-		if n > maxTokenBytes {
-			return "", malformed("literal too large")
-		}
-		buf := make([]byte, n)
-		for i := range buf {
-			if buf[i], err = d.next(); err != nil {
-				return "", err
-			}
-		}
-		return string(buf), nil
+		return d.literalString(maxTokenBytes, "literal too large")
 	}
 	return d.token(isTagChar, "astring")
+}
+
+// literalString reads a literal (RFC 3501 §4.3) of at most limit bytes as
+// a string; a longer one is malformed, named by tooLong.
+func (d *decoder) literalString(limit int64, tooLong string) (string, error) {
+	n, err := d.literalHeader()
+	if err != nil {
+		return "", err
+	}
+	if n > limit {
+		return "", malformed(tooLong)
+	}
+	buf := make([]byte, n)
+	for i := range buf {
+		if buf[i], err = d.next(); err != nil {
+			return "", err
+		}
+	}
+	return string(buf), nil
 }
 
 // quoted reads a quoted string (RFC 3501 §9).
