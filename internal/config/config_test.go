@@ -25,7 +25,7 @@ func TestLoadDefaults(t *testing.T) {
 
 			SecretInterpretationMode: ReferenceOnly,
 			MigrateOnStart:           true,
-			Queues:                   Queues{Accounts: 0, Folders: 0, Backfill: 1},
+			Queues:                   Queues{Accounts: 0, Folders: 0, Backfill: 1, Embeddings: 2},
 			Sync: Sync{
 				Enabled:                        false,
 				Interval:                       5 * time.Minute,
@@ -51,12 +51,13 @@ func TestLoadDefaults(t *testing.T) {
 			},
 			Persistence: Persistence{MaximumConcurrencyCommitAttempts: 2, TextSearchConfiguration: "simple"},
 			Backfill:    Backfill{Enabled: true, Interval: 30 * time.Second, BatchSize: 50, MaxBatchesPerRun: 10},
+			Embedding:   Embedding{BatchSize: 16, MaxBacklog: 1000},
 			Resilience:  Resilience(resilience.DefaultBudgets()),
 		}, cfg)
 		require.True(t, cfg.Database.Embedded())
 		require.Empty(t, cfg.Database.ConnString())
 		require.Empty(t, cfg.SecretReferences())
-		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1}, cfg.EffectiveQueueWorkers())
+		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1, Embeddings: 2}, cfg.EffectiveQueueWorkers())
 	}
 }
 
@@ -161,7 +162,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 	require.Equal(t, UI{Enabled: true, Username: "operator", Password: secret.Reference{Scheme: "docker-secret", Target: "SENTINEL-ui"}}, cfg.UI)
 	require.False(t, cfg.MigrateOnStart)
 	require.Equal(t, Log{Format: LogFormatText, Level: LogLevelDebug}, cfg.Log)
-	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2}, cfg.EffectiveQueueWorkers())
+	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Embeddings: 2}, cfg.EffectiveQueueWorkers())
 
 	require.Equal(t, Sync{
 		Enabled: true, Interval: 2 * time.Minute, MaxFailureBackoff: 2 * time.Minute,

@@ -91,6 +91,11 @@ type Queues struct {
 	// Backfill is MAILFATHOM_QUEUE_BACKFILL_WORKERS. Default 1; 0 also
 	// means 1.
 	Backfill int
+	// Embeddings is MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS, embed jobs run at
+	// once, 1 to 1000. Default 2. Only with an embedding profile: the
+	// provider's ConcurrencyLimit (AiProviderInvocation) bounds the calls
+	// in flight whatever the count.
+	Embeddings int
 }
 
 // EffectiveQueueWorkers returns the worker count each queue runs with: the
@@ -109,6 +114,9 @@ func (c *Config) EffectiveQueueWorkers() Queues {
 	if q.Backfill == 0 {
 		q.Backfill = 1
 	}
+	if q.Embeddings == 0 {
+		q.Embeddings = 2
+	}
 	return q
 }
 
@@ -124,10 +132,10 @@ type rawService struct {
 	AccountsWorkers string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
 	FoldersWorkers  string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
 	BackfillWorkers string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
-	// The mutations and embeddings queues are bound only so that setting
-	// them is refused by name (see unavailableFeatures).
+	// The mutations queue is bound only so that setting it is refused by
+	// name (see unavailableFeatures).
 	MutationsWorkers  string `env:"QUEUE_MUTATIONS_WORKERS"`
-	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS"`
+	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS" envDefault:"2"`
 }
 
 func convertService(c *converter, raw rawService, cfg *Config) {
@@ -164,4 +172,5 @@ func convertService(c *converter, raw rawService, cfg *Config) {
 	cfg.Queues.Accounts = c.integer(Prefix+"QUEUE_ACCOUNTS_WORKERS", raw.AccountsWorkers, 0, maxWorkers)
 	cfg.Queues.Folders = c.integer(Prefix+"QUEUE_FOLDERS_WORKERS", raw.FoldersWorkers, 0, maxWorkers)
 	cfg.Queues.Backfill = c.integer(Prefix+"QUEUE_BACKFILL_WORKERS", raw.BackfillWorkers, 0, maxWorkers)
+	cfg.Queues.Embeddings = c.integer(Prefix+"QUEUE_EMBEDDINGS_WORKERS", raw.EmbeddingsWorkers, 1, maxWorkers)
 }

@@ -37,6 +37,7 @@ var unavailableFeatures = []unavailableFeature{
 	}},
 	{"embedding", "is", []string{
 		Prefix + "QUEUE_EMBEDDINGS_WORKERS",
+		Prefix + "EMBEDDING_",
 		resilienceSectionPrefix + "AI_PROVIDER_INVOCATION_",
 	}},
 }

@@ -48,6 +48,7 @@ func TestLoadRejects(t *testing.T) {
 		{"pool too large", map[string]string{"MAILFATHOM_DATABASE_MAX_CONNECTIONS": "201"}, "MAILFATHOM_DATABASE_MAX_CONNECTIONS", "from 2 to 200", ""},
 		{"queue workers", map[string]string{"MAILFATHOM_QUEUE_BACKFILL_WORKERS": "1001"}, "MAILFATHOM_QUEUE_BACKFILL_WORKERS", "from 0 to 1000", ""},
 		{"embeddings queue", map[string]string{"MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS": "2"}, "MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS", "embedding is not available", RuleFeatureNotAvailable},
+		{"embedding profile", map[string]string{"MAILFATHOM_EMBEDDING_MAX_BACKLOG": "10"}, "MAILFATHOM_EMBEDDING_MAX_BACKLOG", "embedding is not available", RuleFeatureNotAvailable},
 		{"mutations queue", map[string]string{"MAILFATHOM_QUEUE_MUTATIONS_WORKERS": "1"}, "MAILFATHOM_QUEUE_MUTATIONS_WORKERS", "mailbox mutations are not available", RuleFeatureNotAvailable},
 		{"AI provider budget", map[string]string{"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_ATTEMPTS": "2"}, "MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_ATTEMPTS", "embedding is not available", RuleFeatureNotAvailable},
 		{"queue workers negative", map[string]string{"MAILFATHOM_QUEUE_ACCOUNTS_WORKERS": "-1"}, "MAILFATHOM_QUEUE_ACCOUNTS_WORKERS", "from 0 to 1000", ""},

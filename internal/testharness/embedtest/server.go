@@ -56,6 +56,9 @@ type Fault struct {
 	// RetryAfter is the Retry-After a TooManyRequests answer carries, in
 	// whole seconds (0 sends none).
 	RetryAfter time.Duration
+	// Times, when positive, is how many requests get the fault; the
+	// server is healthy again after them. 0 keeps it until changed.
+	Times int
 }
 
 // Options configure a server.
@@ -163,6 +166,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests++
 	fault := s.fault
+	if s.fault.Times > 0 {
+		if s.fault.Times--; s.fault.Times == 0 {
+			s.fault = Fault{}
+		}
+	}
 	s.mu.Unlock()
 	if s.opts.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
 		http.Error(w, `{"error":{"message":"invalid api key"}}`, http.StatusUnauthorized)

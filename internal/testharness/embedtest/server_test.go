@@ -98,9 +98,11 @@ func TestServer(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		require.Equal(t, "2", resp.Header.Get("Retry-After"))
 
-		b.srv.SetFault(embedtest.Fault{Kind: embedtest.ServerError})
+		b.srv.SetFault(embedtest.Fault{Kind: embedtest.ServerError, Times: 1})
 		resp, _ = post(t, context.Background(), b.srv.URL, "", "one")
 		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+		resp, _ = post(t, context.Background(), b.srv.URL, "", "one")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "healthy again after Times faulty answers")
 
 		b.srv.SetFault(embedtest.Fault{Kind: embedtest.WrongDimension})
 		_, out := post(t, context.Background(), b.srv.URL, "", "one")
