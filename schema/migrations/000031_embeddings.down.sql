@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS passage_vectors;
+DROP TABLE IF EXISTS embedding_profiles;
