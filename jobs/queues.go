@@ -12,7 +12,10 @@ const (
 	QueueFolders = "folders"
 	// QueueBackfill runs extraction backfill batches.
 	QueueBackfill = "backfill"
+	// QueueEmbeddings runs embed jobs and the embedding backfill; it is
+	// worked only with an embedding profile configured.
+	QueueEmbeddings = "embeddings"
 )
 
 // Queues lists every queue name, in a fixed order.
-var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill}
+var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueEmbeddings}

@@ -22,8 +22,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
@@ -49,6 +51,12 @@ type syncBundle struct {
 	metrics *prometheus.Registry
 	// workerDeps are the workers' dependencies of the latest start.
 	workerDeps workers.Dependencies
+
+	// embedding, when its ProviderURL is set, is the embedding profile the
+	// next start configures, and embedWorkers the embeddings queue's
+	// workers (none: offers are made and nothing drains them).
+	embedding    config.Embedding
+	embedWorkers int
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -104,9 +112,30 @@ func (b *syncBundle) start(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ws := river.NewWorkers()
 	b.metrics = prometheus.NewRegistry()
+	if b.embedding.Configured() {
+		// Provider failures are spent in milliseconds and never open the
+		// circuit, so a test sees a recovered provider at once.
+		ai := cfg.Resilience[resilience.AiProviderInvocation]
+		ai.BaseDelay, ai.MaxDelay, ai.CircuitBreakerMinimumThroughput = 5*time.Millisecond, 20*time.Millisecond, 10_000
+		cfg.Resilience[resilience.AiProviderInvocation] = ai
+	}
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines}
+	queues := map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1}
+	if b.embedding.Configured() {
+		cfg.Embedding = b.embedding
+		deps.EmbeddingMetrics, err = embedding.NewMetrics(b.metrics)
+		require.NoError(t, err)
+		deps.Embedder, err = embedding.NewClient(embedding.Options{URL: cfg.Embedding.ProviderURL,
+			Profile:  embedding.Profile{Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
+			APIKey:   cfg.Embedding.APIKey,
+			Registry: pipelines, Metrics: deps.EmbeddingMetrics})
+		require.NoError(t, err)
+		if b.embedWorkers > 0 {
+			queues[jobs.QueueEmbeddings] = b.embedWorkers
+		}
+	}
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
@@ -114,7 +143,7 @@ func (b *syncBundle) start(t *testing.T) {
 		Pool:         b.pool,
 		Workers:      ws,
 		Middleware:   []rivertype.WorkerMiddleware{failures},
-		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1},
+		QueueWorkers: queues,
 		Logger:       logger,
 	})
 	require.NoError(t, err)
@@ -129,6 +158,8 @@ func (b *syncBundle) start(t *testing.T) {
 	_, err = workers.ScheduleConfiguredAccounts(context.Background(), deps, client)
 	require.NoError(t, err)
 	_, err = workers.ScheduleExtractionBackfill(context.Background(), deps, client)
+	require.NoError(t, err)
+	_, err = workers.ScheduleEmbeddingBackfill(context.Background(), deps, client)
 	require.NoError(t, err)
 }
 
@@ -150,7 +181,9 @@ func (b *syncBundle) runAgain(t *testing.T) {
 }
 
 // waitIdle waits until no job is due or running: every folder pass has
-// finished and the account's next run lies in the future.
+// finished and the account's next run lies in the future. Without
+// embedding workers the embeddings queue's jobs wait for none, and are
+// not waited for.
 func (b *syncBundle) waitIdle(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -160,8 +193,9 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 		var busy int
 		require.NoError(t, b.pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM river_job
-			WHERE state IN ('available', 'running', 'pending')
-			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds')`).Scan(&busy))
+			WHERE (state IN ('available', 'running', 'pending')
+			       OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds'))
+			  AND (queue <> 'embeddings' OR $1)`, b.embedWorkers > 0).Scan(&busy))
 		if busy == 0 {
 			quiet++
 		} else {

@@ -74,6 +74,8 @@ type Options struct {
 	// HTTPClient sends the requests. Default: a client with no timeout of
 	// its own (the pipeline's attempt timeout bounds a call) and no retry.
 	HTTPClient *http.Client
+	// Metrics records each request's duration. Optional.
+	Metrics *Metrics
 }
 
 // Client embeds texts with one provider and profile. It is safe for
@@ -106,7 +108,10 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		n := min(len(texts), MaxInputsPerRequest)
 		key := resilience.Key{Class: resilience.AiProviderInvocation, Instance: Instance}
 		vs, err := resilience.Get(ctx, c.opts.Registry, key, OperationEmbed, func(ctx context.Context) ([][]float32, error) {
-			return c.call(ctx, texts[:n])
+			start := time.Now()
+			vs, err := c.call(ctx, texts[:n])
+			c.opts.Metrics.request(time.Since(start), err)
+			return vs, err
 		})
 		if err != nil {
 			return nil, err

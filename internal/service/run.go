@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
+	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
@@ -148,6 +149,24 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	r.stopping = make(chan struct{})
 	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens, Stopping: r.stopping}
+	if cfg.Embedding.Configured() {
+		if deps.EmbeddingMetrics, err = embedding.NewMetrics(reg); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		if err := reg.Register(embedding.NewCollector(pool)); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		if deps.Embedder, err = embedding.NewClient(embedding.Options{
+			URL:      cfg.Embedding.ProviderURL,
+			Profile:  embedding.Profile{Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
+			APIKey:   cfg.Embedding.APIKey,
+			Resolver: resolver,
+			Registry: pipelines,
+			Metrics:  deps.EmbeddingMetrics,
+		}); err != nil {
+			return err
+		}
+	}
 	failures, err := workers.Register(ws, deps)
 	if err != nil {
 		return err
@@ -209,6 +228,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	logger.InfoContext(ctx, "synchronization scheduled", slog.Bool("enabled", cfg.Sync.Enabled),
 		slog.Int("accounts", len(cfg.Accounts)), slog.Int("runs_started", n))
 	if _, err := workers.ScheduleExtractionBackfill(ctx, deps, client); err != nil {
+		return err
+	}
+	if _, err := workers.ScheduleEmbeddingBackfill(ctx, deps, client); err != nil {
 		return err
 	}
 
