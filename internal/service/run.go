@@ -27,6 +27,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/mailsearch"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
@@ -264,9 +265,18 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 		r.cancelUI = cancelUI
 		statusHandler := status.NewHandler(pool, statusOpts, logger)
+		var accounts []string
+		for _, a := range cfg.Accounts {
+			accounts = append(accounts, config.AccountKey(a.ID))
+		}
+		searchHandler := mailsearch.NewHandler(&mailsearch.Searcher{
+			Querier: pool, Registry: pipelines, Configuration: cfg.Persistence.TextSearchConfiguration,
+			Accounts: accounts, Embedder: deps.Embedder,
+		}, logger)
 		routes.Mount = func(mux *http.ServeMux) {
 			ui.Mount(mux)
 			statusHandler.Mount(mux, ui.Protect)
+			searchHandler.Mount(mux, ui.Protect)
 		}
 	}
 
