@@ -66,7 +66,8 @@ type PassageVector struct {
 	Vector  []float32
 }
 
-// WriteVectors stores vs under profile. A vector is stored only while its
+// WriteVectors stores vs under profile, each with its signature. A vector
+// is stored only while its
 // passage still holds the text it was computed from (a passage rewritten
 // in the meantime gets its own vector later) and only once: a second
 // writer of the same passage changes nothing. It returns how many were
@@ -88,11 +89,16 @@ func WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 		vecs[i] = EncodeVector(v.Vector)
 	}
 	tag, err := q.Exec(ctx, `
-		INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, signature, vector)
-		SELECT n.id, n.o, $1, n.s, n.v
-		FROM unnest($2::uuid[], $3::smallint[], $4::bytea[], $5::varbit[], $6::bytea[]) AS n(id, o, d, s, v)
-		JOIN email_passages p ON p.stored_email_id = n.id AND p.ordinal = n.o AND sha256(convert_to(p.text, 'UTF8')) = n.d
-		ON CONFLICT (stored_email_id, ordinal, profile_id) DO NOTHING`,
+		WITH n AS (
+			SELECT * FROM unnest($2::uuid[], $3::smallint[], $4::bytea[], $5::varbit[], $6::bytea[]) AS n(id, o, d, s, v)),
+		stored AS (
+			INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, vector)
+			SELECT n.id, n.o, $1, n.v
+			FROM n JOIN email_passages p ON p.stored_email_id = n.id AND p.ordinal = n.o AND sha256(convert_to(p.text, 'UTF8')) = n.d
+			ON CONFLICT (stored_email_id, ordinal, profile_id) DO NOTHING
+			RETURNING stored_email_id, ordinal)
+		INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature)
+		SELECT n.id, n.o, $1, n.s FROM stored JOIN n ON n.id = stored.stored_email_id AND n.o = stored.ordinal`,
 		profile, ids, ords, digests, sigs, vecs)
 	if err != nil {
 		return 0, fmt.Errorf("searchindex: store vectors: %w", err)

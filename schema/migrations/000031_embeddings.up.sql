@@ -10,21 +10,32 @@ CREATE TABLE embedding_profiles (
 );
 
 -- passage_vectors is one passage's embedding under one profile: the full
--- vector (unit length, little-endian float32) and its binary-quantized
--- signature (one sign bit per dimension). Semantic search scans the
--- signatures with bit_count(signature # query) for a few hundred
--- candidates and re-ranks them by the full vectors. The vector is kept out
--- of line (toast_tuple_target, STORAGE EXTERNAL) so that scan reads a
--- narrow heap of ids and signatures only. A vector goes with its passage.
+-- vector, unit length, as little-endian float32. A vector goes with its
+-- passage.
 CREATE TABLE passage_vectors (
     stored_email_id uuid     NOT NULL,
     ordinal         smallint NOT NULL,
     profile_id      smallint NOT NULL REFERENCES embedding_profiles (id) ON DELETE CASCADE,
-    signature       bit varying NOT NULL,
     vector          bytea    NOT NULL,
     embedded_at     timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (stored_email_id, ordinal, profile_id),
     FOREIGN KEY (stored_email_id, ordinal) REFERENCES email_passages (stored_email_id, ordinal) ON DELETE CASCADE
-) WITH (toast_tuple_target = 128);
+);
 ALTER TABLE passage_vectors ALTER COLUMN vector SET STORAGE EXTERNAL;
+
+-- passage_signatures is the binary quantization of each vector (one sign
+-- bit per dimension), written with it. Semantic search scans these with
+-- bit_count(signature # query) for a few hundred candidates and re-ranks
+-- them by their full vectors. They are a table of their own so the scan
+-- reads about 100 bytes a passage rather than the vector's 4 per
+-- dimension: a vector under 2 kB is never moved out of line.
+CREATE TABLE passage_signatures (
+    stored_email_id uuid        NOT NULL,
+    ordinal         smallint    NOT NULL,
+    profile_id      smallint    NOT NULL,
+    signature       bit varying NOT NULL,
+    PRIMARY KEY (stored_email_id, ordinal, profile_id),
+    FOREIGN KEY (stored_email_id, ordinal, profile_id)
+        REFERENCES passage_vectors (stored_email_id, ordinal, profile_id) ON DELETE CASCADE
+);
 CREATE INDEX ix_passage_vectors_profile ON passage_vectors (profile_id);
