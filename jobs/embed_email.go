@@ -21,7 +21,9 @@ func (EmbedEmail) Kind() string { return "embed_email" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts. Not unique: embedding
 // a passage twice stores one vector, and a repeated offer is cheaper than
-// a uniqueness check on every write group.
+// a uniqueness check on every write group. River's backoff between its
+// attempts grows to hours; a job that spends them all is offered again by
+// the embedding backfill its failures scheduled.
 func (EmbedEmail) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueEmbeddings, MaxAttempts: 10}
+	return river.InsertOpts{Queue: QueueEmbeddings, MaxAttempts: 15}
 }

@@ -59,6 +59,14 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 	start := w.deps.Now()
 	vectors, err := w.deps.Embedder.Embed(ctx, texts)
 	if err != nil {
+		// River repeats this job a bounded number of times; a walk of the
+		// embedding backfill is what offers these messages again should the
+		// provider stay down longer than that.
+		if serr := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
+			return w.deps.ensureEmbeddingBackfill(ctx, tx, river.ClientFromContext[pgx.Tx](ctx))
+		}); serr != nil {
+			logger.WarnContext(ctx, "the embedding backfill could not be scheduled", slog.String("error", serr.Error()))
+		}
 		return fmt.Errorf("embed %d passages: %w", len(texts), err)
 	}
 	pvs := make([]searchindex.PassageVector, len(pending))
@@ -129,16 +137,7 @@ func (d Dependencies) embeddingOffer(client *river.Client[pgx.Tx], logger *slog.
 		if backlog >= cfg.MaxBacklog {
 			d.EmbeddingMetrics.Offered(embedding.OfferRefused, len(ids))
 			logger.DebugContext(ctx, "embedding backlog full; offer refused", slog.Int("messages", len(ids)))
-			locked, err := jobqueue.TryLockScheduling(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, "")
-			if err != nil || !locked {
-				return err
-			}
-			pending, err := jobqueue.Pending(ctx, tx, jobs.EmbeddingBackfill{}.Kind(), "", 0)
-			if err != nil || pending {
-				return err
-			}
-			_, err = client.InsertTx(ctx, tx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: d.Now().Add(d.Config.Backfill.Interval)})
-			return err
+			return d.ensureEmbeddingBackfill(ctx, tx, client)
 		}
 		if _, err := client.InsertManyTx(ctx, tx, embedJobs(ids, cfg.BatchSize)); err != nil {
 			return fmt.Errorf("offer for embedding: %w", err)
@@ -146,4 +145,21 @@ func (d Dependencies) embeddingOffer(client *river.Client[pgx.Tx], logger *slog.
 		d.EmbeddingMetrics.Offered(embedding.OfferAccepted, len(ids))
 		return nil
 	}
+}
+
+// ensureEmbeddingBackfill makes sure, in tx, that an embedding backfill
+// walk is coming: when none is pending it schedules one after the backfill
+// interval. It never waits for the scheduling lock: a transaction holding
+// it is scheduling the same walk.
+func (d Dependencies) ensureEmbeddingBackfill(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]) error {
+	locked, err := jobqueue.TryLockScheduling(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, "")
+	if err != nil || !locked {
+		return err
+	}
+	pending, err := jobqueue.Pending(ctx, tx, jobs.EmbeddingBackfill{}.Kind(), "", 0)
+	if err != nil || pending {
+		return err
+	}
+	_, err = client.InsertTx(ctx, tx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: d.Now().Add(d.Config.Backfill.Interval)})
+	return err
 }

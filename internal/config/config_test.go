@@ -402,3 +402,29 @@ func TestTrustAnchorInterpretationModes(t *testing.T) {
 	_, err = Load(account(pem, "Inline"))
 	require.ErrorContains(t, err, "MAILFATHOM_SECRET_INTERPRETATION_MODE")
 }
+
+func TestLoadEmbeddingProfile(t *testing.T) {
+	t.Parallel()
+	cfg, err := testLoader.Load(environ(validEnv(), embeddingProfile(map[string]string{
+		"MAILFATHOM_EMBEDDING_PROVIDER_URL":                         "https://api.example.test/v1/",
+		"MAILFATHOM_EMBEDDING_API_KEY":                              "file:/run/secrets/SENTINEL-embedding",
+		"MAILFATHOM_EMBEDDING_BATCH_SIZE":                           "32",
+		"MAILFATHOM_EMBEDDING_MAX_BACKLOG":                          "50",
+		"MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS":                       "3",
+		"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_ATTEMPTS": "5",
+	})))
+	require.NoError(t, err)
+	require.True(t, cfg.Embedding.Configured())
+	require.Equal(t, "https://api.example.test/v1", cfg.Embedding.ProviderURL, "the trailing slash is dropped before /embeddings is appended")
+	require.Equal(t, "nomic-embed-text", cfg.Embedding.Model)
+	require.Equal(t, 768, cfg.Embedding.Dimensions)
+	require.Equal(t, 32, cfg.Embedding.BatchSize)
+	require.Equal(t, 50, cfg.Embedding.MaxBacklog)
+	require.Equal(t, 3, cfg.EffectiveQueueWorkers().Embeddings)
+	require.Equal(t, 5, cfg.Resilience[resilience.AiProviderInvocation].MaxAttempts)
+	var named []string
+	for _, r := range cfg.SecretReferences() {
+		named = append(named, r.Variable)
+	}
+	require.Contains(t, named, "MAILFATHOM_EMBEDDING_API_KEY", "resolved at startup with the other secrets")
+}

@@ -100,13 +100,15 @@ func SemanticSearch(ctx context.Context, q Querier, query SemanticQuery) ([]Sema
 	// to its message cost ten times the scan at 100 000 passages. Mail not
 	// served (tombstoned, or of a removed account) is rare, and only takes
 	// candidate places. Narrowed to an account or alias, the candidates are
-	// chosen among its mail, so a small folder is not crowded out.
+	// chosen among its mail, so a small folder is not crowded out. The
+	// candidates are MATERIALIZED: inlined, the planner may put the sort
+	// on the inner side of a nested loop and repeat it per message.
 	candidates := candidatesAll
 	if query.Account != "" || query.Alias != "" {
 		candidates = candidatesNarrowed
 	}
 	rows, err := q.Query(ctx, `
-		WITH candidates AS (`+candidates+`)
+		WITH candidates AS MATERIALIZED (`+candidates+`)
 		SELECT c.stored_email_id, c.ordinal, v.vector, a.account_key, f.alias, e.sent_at, coalesce(e.subject, '')
 		FROM candidates c
 		JOIN passage_vectors v ON v.stored_email_id = c.stored_email_id AND v.ordinal = c.ordinal AND v.profile_id = $1

@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+)
+
+const e2eEmbedDims = 64
+
+// withEmbedding configures the bundle's serve processes with an embedding
+// profile served by a test provider, and returns the provider.
+func (b *testBundle) withEmbedding(t testing.TB, opts embedtest.Options) *embedtest.Server {
+	t.Helper()
+	opts.Dimensions = e2eEmbedDims
+	srv := embedtest.Start(t, opts)
+	b.env["MAILFATHOM_EMBEDDING_PROVIDER_URL"] = srv.URL
+	b.env["MAILFATHOM_EMBEDDING_MODEL"] = "test-model"
+	b.env["MAILFATHOM_EMBEDDING_DIMENSIONS"] = strconv.Itoa(e2eEmbedDims)
+	if opts.APIKey != "" {
+		keyFile := filepath.Join(b.dir, "embedding-key")
+		require.NoError(t, os.WriteFile(keyFile, []byte(opts.APIKey), 0o600))
+		b.env["MAILFATHOM_EMBEDDING_API_KEY"] = "file:" + keyFile
+	}
+	return srv
+}
+
+// awaitingVectors counts the served messages with a passage that has no
+// vector under model.
+func (b *testBundle) awaitingVectors(t testing.TB, model string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT count(DISTINCT p.stored_email_id) FROM email_passages p
+		JOIN served_stored_emails e ON e.id = p.stored_email_id
+		WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v JOIN embedding_profiles pr ON pr.id = v.profile_id
+		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND pr.model = $1)`, model).Scan(&n))
+	return n
+}
+
+// searchAPI asks GET /api/v1/search with basic auth and returns the status
+// and body.
+func searchAPI(t testing.TB, addr, user, password string, q url.Values) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/api/v1/search?"+q.Encode(), nil)
+	require.NoError(t, err)
+	req.SetBasicAuth(user, password)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+const e2eCraneReport = "From: Harbour Master <master@example.test>\r\n" +
+	"Subject: Crane inspection report\r\n" +
+	"Message-ID: <crane-e2e@example.test>\r\n" +
+	"Date: Tue, 03 Jun 2025 09:00:00 +0000\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\n\r\n" +
+	"The inspectors examined both harbour cranes and found the winches worn.\r\n"
+
+// TestEmbeddingEndToEnd runs serve with an embedding profile: a
+// synchronized folder is embedded by the jobs and found by meaning through
+// the command line and the API, and a provider outage during a first
+// synchronization changes none of its figures.
+func TestEmbeddingEndToEnd(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ASynchronizedFolderIsFoundByMeaning", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, pgtest.Database(t))
+		u := b.server.NewUser()
+		seedCorpus(t, u, "INBOX", 30, 41, 8)
+		u.Append("INBOX", []byte(e2eCraneReport), time.Now())
+		b.addAccount(t, "primary", u)
+		provider := b.withEmbedding(t, embedtest.Options{})
+		uiPw := filepath.Join(b.dir, "ui-password")
+		require.NoError(t, os.WriteFile(uiPw, []byte("ui-password-e2e"), 0o600))
+		b.env["MAILFATHOM_UI_ENABLED"] = "true"
+		b.env["MAILFATHOM_UI_PASSWORD"] = "file:" + uiPw
+
+		p := b.start(t, "serve")
+		require.Eventually(t, func() bool { return b.storedCount(t) == 31 }, time.Minute, 50*time.Millisecond)
+		require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 100*time.Millisecond)
+		require.Positive(t, provider.Inputs())
+
+		// "inspecting cranes" shares no whole word with the report.
+		code, body := searchAPI(t, p.addr(t), "admin", "ui-password-e2e", url.Values{"q": {"inspecting cranes"}, "mode": {"lexical"}})
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, `"hits":[]`)
+		for _, mode := range []string{"semantic", "hybrid", ""} {
+			code, body = searchAPI(t, p.addr(t), "admin", "ui-password-e2e", url.Values{"q": {"inspecting cranes"}, "mode": {mode}})
+			require.Equal(t, http.StatusOK, code, body)
+			var answer struct {
+				Mode string `json:"mode"`
+				Hits []struct {
+					Subject string `json:"subject"`
+					Account string `json:"account"`
+					Alias   string `json:"alias"`
+					Passage *int   `json:"best_passage"`
+				} `json:"hits"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(body), &answer))
+			require.NotEmpty(t, answer.Hits, mode)
+			require.Equal(t, "Crane inspection report", answer.Hits[0].Subject, mode)
+			require.Equal(t, "primary", answer.Hits[0].Account)
+			require.NotNil(t, answer.Hits[0].Passage)
+			if mode == "" {
+				require.Equal(t, "hybrid", answer.Mode, "hybrid is the default with a profile")
+			}
+		}
+
+		cmd := exec.Command(binary(t), "search", "-mode", "semantic", "inspecting", "cranes")
+		cmd.Env = fromEnv(b.env)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "Crane inspection report")
+		p.stop(t)
+	})
+
+	t.Run("AProviderOutageLeavesTheSynchronizationAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, pgtest.Database(t))
+		u := b.server.NewUser()
+		seedCorpus(t, u, "INBOX", 40, 42, 8)
+		b.addAccount(t, "primary", u)
+		provider := b.withEmbedding(t, embedtest.Options{})
+		provider.SetFault(embedtest.Fault{Kind: embedtest.ServerError})
+		b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_BASE_DELAY"] = "10ms"
+		b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_DELAY"] = "50ms"
+		b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_CIRCUIT_BREAKER_BREAK_DURATION"] = "500ms"
+		b.env["MAILFATHOM_BACKFILL_INTERVAL"] = "2s"
+
+		p := b.start(t, "serve")
+		require.Eventually(t, func() bool { return b.storedCount(t) == 40 }, time.Minute, 50*time.Millisecond)
+		p.waitLog(t, "folder pass finished", time.Minute)
+		require.Eventually(t, func() bool { return provider.Requests() > 0 }, time.Minute, 50*time.Millisecond)
+		require.Equal(t, 40, b.awaitingVectors(t, "test-model"), "nothing embedded while the provider fails")
+		var stored, lastSeen int64
+		require.NoError(t, b.pool.QueryRow(context.Background(), `
+			SELECT count(*), max(uid) FROM stored_emails`).Scan(&stored, &lastSeen))
+		_, checkpoint := b.checkpoint(t, "primary", "INBOX")
+		require.Equal(t, lastSeen, checkpoint, "the checkpoint moved past everything stored")
+
+		// The provider recovers: River's next attempts, or the embedding
+		// backfill the failures scheduled, embed everything.
+		provider.SetFault(embedtest.Fault{})
+		require.Eventually(t, func() bool {
+			_, err := b.pool.Exec(context.Background(),
+				`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'embed_email' AND state = 'retryable'`)
+			require.NoError(t, err)
+			return b.awaitingVectors(t, "test-model") == 0
+		}, 2*time.Minute, 2*time.Second)
+		p.stop(t)
+	})
+}
