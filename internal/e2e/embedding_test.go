@@ -168,3 +168,36 @@ func TestEmbeddingEndToEnd(t *testing.T) {
 		p.stop(t)
 	})
 }
+
+// TestFirstSyncWithTheProviderHanging synchronizes 2 000 messages for the
+// first time while the embedding provider never answers: the passes offer
+// what they store, the embed jobs hang on the provider, and the sync
+// completes with every message stored as it does without a profile.
+// BenchmarkFirstSync with MAILFATHOM_BENCH_EMBEDDING=hang measures what it
+// costs.
+func TestFirstSyncWithTheProviderHanging(t *testing.T) {
+	t.Parallel()
+	b := setup(t, pgtest.Database(t))
+	u := b.server.NewUser()
+	c := seedCorpus(t, u, "INBOX", 2000, 43, 16)
+	b.addAccount(t, "primary", u)
+	provider := b.withEmbedding(t, embedtest.Options{})
+	provider.SetFault(embedtest.Fault{Kind: embedtest.Hang})
+	b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_ATTEMPT_TIMEOUT"] = "1s"
+	b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_TOTAL_TIMEOUT"] = "3s"
+	b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_DELAY"] = "1s"
+	b.env["MAILFATHOM_EMBEDDING_MAX_BACKLOG"] = "20"
+
+	start := time.Now()
+	p := b.start(t, "serve")
+	require.Eventually(t, func() bool { return b.storedCount(t) == 2000 }, 3*time.Minute, 50*time.Millisecond)
+	t.Logf("2 000 messages stored in %v with the provider hanging", time.Since(start).Round(time.Millisecond))
+	b.requireStored(t, "primary", "INBOX", u, c)
+	require.Equal(t, 2000, b.awaitingVectors(t, "test-model"), "nothing was embedded")
+	require.Positive(t, provider.Requests(), "embed jobs did call the hanging provider")
+	var offers int
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM river_job WHERE kind = 'embed_email'`).Scan(&offers))
+	require.Positive(t, offers, "the passes offered what they stored")
+	p.stop(t)
+}
