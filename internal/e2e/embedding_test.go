@@ -201,3 +201,84 @@ func TestFirstSyncWithTheProviderHanging(t *testing.T) {
 	require.Positive(t, offers, "the passes offered what they stored")
 	p.stop(t)
 }
+
+// TestEmbeddingLosesNothing shows at process level that whatever the
+// passes could not offer is embedded later: offers a full backlog refused
+// are completed by the embedding backfill, and mail stored while no
+// profile was configured is embedded once the profile is back, without
+// embedding again what was embedded before.
+func TestEmbeddingLosesNothing(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RefusedOffersAreCompletedByTheBackfill", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, pgtest.Database(t))
+		u := b.server.NewUser()
+		seedCorpus(t, u, "INBOX", 60, 44, 16)
+		b.addAccount(t, "primary", u)
+		provider := b.withEmbedding(t, embedtest.Options{})
+		// The two workers hang on the provider, so one more job fills the
+		// backlog and the rest of the passes' offers are refused.
+		provider.SetFault(embedtest.Fault{Kind: embedtest.Hang})
+		b.env["MAILFATHOM_EMBEDDING_MAX_BACKLOG"] = "1"
+		b.env["MAILFATHOM_EMBEDDING_BATCH_SIZE"] = "10"
+		b.env["MAILFATHOM_SYNC_MAX_METADATA_BATCH_SIZE"] = "10"
+		b.env["MAILFATHOM_BACKFILL_INTERVAL"] = "1s"
+		b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_ATTEMPT_TIMEOUT"] = "2s"
+		b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_TOTAL_TIMEOUT"] = "4s"
+		b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_DELAY"] = "1s"
+
+		p := b.start(t, "serve")
+		require.Eventually(t, func() bool { return b.storedCount(t) == 60 }, time.Minute, 50*time.Millisecond)
+		p.waitLog(t, "folder pass finished", time.Minute)
+		var offered int
+		require.NoError(t, b.pool.QueryRow(context.Background(), `
+			SELECT coalesce(sum(jsonb_array_length(args->'email_ids')), 0) FROM river_job WHERE kind = 'embed_email'`).Scan(&offered))
+		require.Less(t, offered, 60, "the full backlog refused some offers")
+
+		provider.SetFault(embedtest.Fault{})
+		require.Eventually(t, func() bool {
+			_, err := b.pool.Exec(context.Background(),
+				`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'embed_email' AND state = 'retryable'`)
+			require.NoError(t, err)
+			return b.awaitingVectors(t, "test-model") == 0
+		}, 2*time.Minute, time.Second)
+		p.stop(t)
+	})
+
+	t.Run("RemovingTheProfileAndAddingItBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, pgtest.Database(t))
+		u := b.server.NewUser()
+		seedCorpus(t, u, "INBOX", 20, 45, 16)
+		b.addAccount(t, "primary", u)
+		provider := b.withEmbedding(t, embedtest.Options{})
+		p := b.start(t, "serve-with")
+		require.Eventually(t, func() bool { return b.storedCount(t) == 20 }, time.Minute, 50*time.Millisecond)
+		require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 50*time.Millisecond)
+		p.stop(t)
+		embedded := provider.Inputs()
+
+		profile := map[string]string{}
+		for _, k := range []string{"MAILFATHOM_EMBEDDING_PROVIDER_URL", "MAILFATHOM_EMBEDDING_MODEL", "MAILFATHOM_EMBEDDING_DIMENSIONS"} {
+			profile[k] = b.env[k]
+			delete(b.env, k)
+		}
+		seedCorpus(t, u, "INBOX", 10, 46, 16)
+		_, err := b.pool.Exec(context.Background(),
+			`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
+		require.NoError(t, err)
+		p = b.start(t, "serve-without")
+		require.Eventually(t, func() bool { return b.storedCount(t) == 30 }, time.Minute, 50*time.Millisecond)
+		p.stop(t)
+		require.Equal(t, 10, b.awaitingVectors(t, "test-model"), "nothing is embedded without a profile")
+
+		for k, v := range profile {
+			b.env[k] = v
+		}
+		p = b.start(t, "serve-again")
+		require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 50*time.Millisecond)
+		p.stop(t)
+		require.Less(t, provider.Inputs()-embedded, embedded, "only the new mail is embedded")
+	})
+}
