@@ -18,7 +18,8 @@ import (
 )
 
 // searchCmd searches the stored mail of the configured accounts and prints
-// the matches to the user who asked: date, account/alias, subject, score.
+// the matches to the user who asked: date, account/alias, sender, subject,
+// score.
 // -mode chooses lexical, semantic or hybrid ranking; the default is hybrid
 // with an embedding profile configured and lexical without.
 func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
@@ -112,13 +113,13 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		return 0
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "DATE\tACCOUNT/ALIAS\tSUBJECT\tSCORE\tID")
+	fmt.Fprintln(w, "DATE\tACCOUNT/ALIAS\tFROM\tSUBJECT\tSCORE\tID")
 	for _, h := range hits {
 		date := "-"
 		if h.SentAt != nil {
 			date = h.SentAt.UTC().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%.4f\t%s\n", date, h.Account, h.Alias, oneLine(h.Subject, 70), h.Score, h.StoredEmailID)
+		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\t%.4f\t%s\n", date, h.Account, h.Alias, oneLine(h.From, 40), oneLine(h.Subject, 70), h.Score, h.StoredEmailID)
 	}
 	_ = w.Flush()
 	return 0

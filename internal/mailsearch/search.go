@@ -83,6 +83,7 @@ type Hit struct {
 	Account       string     `json:"account"`
 	Alias         string     `json:"alias"`
 	SentAt        *time.Time `json:"sent_at"`
+	From          string     `json:"from"`
 	Subject       string     `json:"subject"`
 	// Passage is the ordinal of the message's passage nearest to the
 	// query (0 the subject), nil when only the lexical index found it.
@@ -141,7 +142,7 @@ func (s *Searcher) lexical(ctx context.Context, r Request, limit int) ([]Hit, er
 	}
 	out := make([]Hit, len(hits))
 	for i, h := range hits {
-		out[i] = Hit{StoredEmailID: h.StoredEmailID, Account: h.Account, Alias: h.Alias, SentAt: h.SentAt, Subject: h.Subject, Score: float64(h.Rank)}
+		out[i] = Hit{StoredEmailID: h.StoredEmailID, Account: h.Account, Alias: h.Alias, SentAt: h.SentAt, From: h.From, Subject: h.Subject, Score: float64(h.Rank)}
 	}
 	return out, nil
 }
@@ -169,7 +170,7 @@ func (s *Searcher) semantic(ctx context.Context, r Request, limit int) ([]Hit, e
 	out := make([]Hit, len(hits))
 	for i, h := range hits {
 		passage := h.Passage
-		out[i] = Hit{StoredEmailID: h.StoredEmailID, Account: h.Account, Alias: h.Alias, SentAt: h.SentAt, Subject: h.Subject,
+		out[i] = Hit{StoredEmailID: h.StoredEmailID, Account: h.Account, Alias: h.Alias, SentAt: h.SentAt, From: h.From, Subject: h.Subject,
 			Passage: &passage, Score: float64(h.Score)}
 	}
 	return out, nil

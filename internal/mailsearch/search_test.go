@@ -58,7 +58,7 @@ func TestSearch(t *testing.T) {
 			{"budget", "Quarterly budget", "The budget review for the quarter is attached."},
 			{"late", "Pelican sightings", "Eleven pelicans near the harbour this morning."},
 		} {
-			raw := []byte("Subject: " + m.subject + "\r\nDate: Mon, 02 Jun 2025 10:00:00 +0000\r\nContent-Type: text/plain\r\n\r\n" + m.body + "\r\n")
+			raw := []byte("From: Harbour Office <office@example.test>\r\nSubject: " + m.subject + "\r\nDate: Mon, 02 Jun 2025 10:00:00 +0000\r\nContent-Type: text/plain\r\n\r\n" + m.body + "\r\n")
 			rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
 			id, err := searchindex.WriteOccurrence(ctx, tx, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
 				UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw}, &rec)
@@ -112,6 +112,8 @@ func TestSearch(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, b.ids["crane"], hybrid[0].StoredEmailID)
 		require.Equal(t, "Crane inspection report", hybrid[0].Subject)
+		require.Equal(t, "office@example.test", hybrid[0].From)
+		require.Equal(t, "office@example.test", semantic[0].From)
 		require.Equal(t, "primary", hybrid[0].Account)
 		require.Equal(t, "INBOX", hybrid[0].Alias)
 

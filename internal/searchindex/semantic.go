@@ -66,6 +66,7 @@ type SemanticHit struct {
 	Account       string
 	Alias         string
 	SentAt        *time.Time
+	From          string
 	Subject       string
 	// Passage is the ordinal of the message's passage nearest to the
 	// query, and Score its cosine similarity.
@@ -111,10 +112,13 @@ func SemanticSearch(ctx context.Context, q Querier, query SemanticQuery) ([]Sema
 	}
 	rows, err := q.Query(ctx, `
 		WITH candidates AS MATERIALIZED (`+candidates+`)
-		SELECT c.stored_email_id, c.ordinal, v.vector, m.account_key, m.alias, m.sent_at, m.subject
+		SELECT c.stored_email_id, c.ordinal, v.vector, m.account_key, m.alias, m.sent_at, m.sender, m.subject
 		FROM candidates c
 		CROSS JOIN LATERAL (
-			SELECT a.account_key, f.alias, e.sent_at, coalesce(e.subject, '') AS subject
+			SELECT a.account_key, f.alias, e.sent_at,
+			       coalesce((SELECT p.address FROM email_participants p
+			                 WHERE p.stored_email_id = e.id AND p.role = 'From' ORDER BY p.position LIMIT 1), '') AS sender,
+			       coalesce(e.subject, '') AS subject
 			FROM served_stored_emails e
 			JOIN mail_folders f ON f.id = e.mail_folder_id
 			JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
@@ -131,7 +135,7 @@ func SemanticSearch(ctx context.Context, q Querier, query SemanticQuery) ([]Sema
 	best := map[uuid.UUID]SemanticHit{}
 	var vec []byte
 	var h SemanticHit
-	_, err = pgx.ForEachRow(rows, []any{&h.StoredEmailID, &h.Passage, &vec, &h.Account, &h.Alias, &h.SentAt, &h.Subject}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&h.StoredEmailID, &h.Passage, &vec, &h.Account, &h.Alias, &h.SentAt, &h.From, &h.Subject}, func() error {
 		score, err := dot(query.Vector, vec)
 		if err != nil {
 			return err
