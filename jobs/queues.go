@@ -17,7 +17,10 @@ const (
 	// QueueWatches runs the watches of push accounts, each holding its
 	// worker for its whole (bounded) life.
 	QueueWatches = "watches"
+	// QueueEmbeddings runs embed jobs and the embedding backfill; it is
+	// worked only with an embedding profile configured.
+	QueueEmbeddings = "embeddings"
 )
 
 // Queues lists every queue name, in a fixed order.
-var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations, QueueWatches}
+var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations, QueueWatches, QueueEmbeddings}

@@ -85,6 +85,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 				jobs.ReconcileWindow{AccountID: account.ID, Alias: binding.Alias}, nil)
 			return err
 		},
+		Offer: w.deps.embeddingOffer(river.ClientFromContext[pgx.Tx](ctx), logger),
 	}, logger)
 	closeErr := sess.Close()
 	rep.Recoveries = sess.Recoveries()

@@ -23,8 +23,10 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
@@ -62,6 +64,12 @@ type syncBundle struct {
 	editConfig func(*config.Config)
 	// editDeps, when set, edits the workers' dependencies.
 	editDeps func(*workers.Dependencies)
+
+	// embedding, when its ProviderURL is set, is the embedding profile the
+	// next start configures, and embedWorkers the embeddings queue's
+	// workers (none: offers are made and nothing drains them).
+	embedding    config.Embedding
+	embedWorkers int
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -125,6 +133,13 @@ func (b *syncBundle) start(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ws := river.NewWorkers()
 	b.metrics = prometheus.NewRegistry()
+	if b.embedding.Configured() {
+		// Provider failures are spent in milliseconds and never open the
+		// circuit, so a test sees a recovered provider at once.
+		ai := cfg.Resilience[resilience.AiProviderInvocation]
+		ai.BaseDelay, ai.MaxDelay, ai.CircuitBreakerMinimumThroughput = 5*time.Millisecond, 20*time.Millisecond, 10_000
+		cfg.Resilience[resilience.AiProviderInvocation] = ai
+	}
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, logger, b.metrics)
 	require.NoError(t, err)
 	stopping := make(chan struct{})
@@ -132,18 +147,32 @@ func (b *syncBundle) start(t *testing.T) {
 	if b.editDeps != nil {
 		b.editDeps(&deps)
 	}
+	queues := map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1, jobs.QueueWatches: 2}
+	if b.embedding.Configured() {
+		cfg.Embedding = b.embedding
+		deps.EmbeddingMetrics, err = embedding.NewMetrics(b.metrics)
+		require.NoError(t, err)
+		deps.Embedder, err = embedding.NewClient(embedding.Options{URL: cfg.Embedding.ProviderURL,
+			Profile:  embedding.Profile{Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
+			APIKey:   cfg.Embedding.APIKey,
+			Registry: pipelines, Metrics: deps.EmbeddingMetrics})
+		require.NoError(t, err)
+		if b.embedWorkers > 0 {
+			queues[jobs.QueueEmbeddings] = b.embedWorkers
+		}
+	}
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)
-	mutationWorkers := 1
+	queues[jobs.QueueMutations] = 1
 	if b.noMutationWorkers {
-		mutationWorkers = 0
+		queues[jobs.QueueMutations] = 0
 	}
 	client, err := jobqueue.NewClient(jobqueue.Config{
 		Pool:         b.pool,
 		Workers:      ws,
 		Middleware:   []rivertype.WorkerMiddleware{failures},
-		QueueWorkers: map[string]int{jobs.QueueAccounts: 2, jobs.QueueFolders: 2, jobs.QueueBackfill: 1, jobs.QueueMutations: mutationWorkers, jobs.QueueWatches: 2},
+		QueueWorkers: queues,
 		Logger:       logger,
 	})
 	require.NoError(t, err)
@@ -159,6 +188,8 @@ func (b *syncBundle) start(t *testing.T) {
 	_, err = workers.ScheduleConfiguredAccounts(context.Background(), deps, client)
 	require.NoError(t, err)
 	_, err = workers.ScheduleExtractionBackfill(context.Background(), deps, client)
+	require.NoError(t, err)
+	_, err = workers.ScheduleEmbeddingBackfill(context.Background(), deps, client)
 	require.NoError(t, err)
 }
 
@@ -180,7 +211,9 @@ func (b *syncBundle) runAgain(t *testing.T) {
 }
 
 // waitIdle waits until no job is due or running: every folder pass has
-// finished and the account's next run lies in the future.
+// finished and the account's next run lies in the future. Without
+// embedding workers the embeddings queue's jobs wait for none, and are
+// not waited for.
 func (b *syncBundle) waitIdle(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -192,7 +225,8 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 			SELECT count(*) FROM river_job
 			WHERE kind <> 'watch' AND (state IN ('available', 'running', 'pending')
 			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds'))
-			  AND NOT (kind = 'mutation_stage' AND $1)`, b.noMutationWorkers).Scan(&busy))
+			  AND NOT (kind = 'mutation_stage' AND $1)
+			  AND (queue <> 'embeddings' OR $2)`, b.noMutationWorkers, b.embedWorkers > 0).Scan(&busy))
 		if busy == 0 {
 			quiet++
 		} else {

@@ -41,6 +41,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
@@ -85,6 +86,13 @@ type Dependencies struct {
 
 	// Push records push synchronization's metrics. Default: none.
 	Push *PushMetrics
+	// Embedder, when set, is the active embedding profile's provider
+	// client: folder passes offer what they store for embedding, and the
+	// embed jobs and the embedding backfill run. Default: none, and nothing
+	// is offered.
+	Embedder *embedding.Client
+	// EmbeddingMetrics counts offers and embeddings. Default: none.
+	EmbeddingMetrics *embedding.Metrics
 
 	// Stopping, when set, is closed when the process begins to shut down:
 	// a folder pass then ends after the batch in flight, with its
@@ -97,6 +105,8 @@ type Dependencies struct {
 	carrier *mutation.Carrier
 	// lifetime overrides WatchLifetime. Tests shorten it.
 	lifetime time.Duration
+	// profile caches the active embedding profile's id.
+	profile *profileCache
 
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
@@ -131,6 +141,9 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	}
 	if d.acquireConn == nil {
 		d.acquireConn = liveness.Acquire
+	}
+	if d.profile == nil {
+		d.profile = &profileCache{}
 	}
 	if d.Resilience == nil {
 		reg, err := outbound.NewRegistry(d.Config.Resilience, d.Logger, nil)
@@ -180,6 +193,8 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
 	river.AddWorker(ws, &MutationStageWorker{deps: deps})
 	river.AddWorker(ws, &WatchWorker{deps: deps})
+	river.AddWorker(ws, &EmbedEmailWorker{deps: deps})
+	river.AddWorker(ws, &EmbeddingBackfillWorker{deps: deps})
 	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true}
 	return &failureMiddleware{
 		logger: deps.Logger,

@@ -2,32 +2,44 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/embedding"
+	"github.com/mailfathom/mailfathom/internal/mailsearch"
 	"github.com/mailfathom/mailfathom/internal/outbound"
-	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 )
 
 // searchCmd searches the stored mail of the configured accounts and prints
-// the matches to the user who asked: date, account/alias, sender, subject.
+// the matches to the user who asked: date, account/alias, sender, subject,
+// score.
+// -mode chooses lexical, semantic or hybrid ranking; the default is hybrid
+// with an embedding profile configured and lexical without.
 func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("search", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	account := fs.String("account", "", "only this account (its configured identifier)")
 	alias := fs.String("alias", "", "only this folder alias")
 	limit := fs.Int("limit", 20, "at most this many results (up to 500)")
+	mode := fs.String("mode", "", "lexical, semantic or hybrid (default: hybrid with an embedding profile, lexical without)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	text := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	if text == "" {
-		fmt.Fprintln(stderr, `usage: mailfathom search [-account ID] [-alias ALIAS] [-limit N] words or "a phrase"`)
+		fmt.Fprintln(stderr, `usage: mailfathom search [-mode lexical|semantic|hybrid] [-account ID] [-alias ALIAS] [-limit N] words or "a phrase"`)
+		return 2
+	}
+	m := mailsearch.Mode(strings.ToLower(strings.TrimSpace(*mode)))
+	if m != "" && !slices.Contains(mailsearch.Modes, m) {
+		fmt.Fprintf(stderr, "mailfathom: -mode must be lexical, semantic or hybrid\n")
 		return 2
 	}
 	cfg, resolver, ok := loadConfig(ctx, environ, stderr)
@@ -46,6 +58,10 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 			return 1
 		}
 	}
+	if m != "" && m != mailsearch.Lexical && !cfg.Embedding.Configured() {
+		fmt.Fprintf(stderr, "mailfathom: -mode %s needs an embedding profile (MAILFATHOM_EMBEDDING_PROVIDER_URL, _MODEL, _DIMENSIONS); -mode lexical needs none\n", m)
+		return 1
+	}
 	pool, closeDB, ok := openDatabase(ctx, cfg, resolver, stderr)
 	if !ok {
 		return 1
@@ -61,25 +77,35 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	for _, a := range cfg.Accounts {
 		accounts = append(accounts, config.AccountKey(a.ID))
 	}
-	// Two queries that own no transaction: the database pipeline's to
-	// repeat when the database is briefly unreachable.
+	// The queries own no transaction: the database pipeline's to repeat
+	// when the database is briefly unreachable; the query's embedding runs
+	// under the provider's.
 	pipelines, err := outbound.NewRegistry(cfg.Resilience, nil, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 		return 1
 	}
-	query := searchindex.Query{
-		Text:          text,
-		Accounts:      accounts,
-		Account:       config.AccountKey(*account),
-		Alias:         strings.ToUpper(strings.TrimSpace(*alias)),
-		Limit:         *limit,
-		Configuration: compiled,
+	searcher := &mailsearch.Searcher{Querier: pool, Registry: pipelines, Configuration: compiled, Accounts: accounts}
+	if cfg.Embedding.Configured() {
+		searcher.Embedder, err = embedding.NewClient(embedding.Options{
+			URL:      cfg.Embedding.ProviderURL,
+			Profile:  embedding.Profile{Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
+			APIKey:   cfg.Embedding.APIKey,
+			Resolver: resolver,
+			Registry: pipelines,
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+			return 1
+		}
 	}
-	hits, err := resilience.Get(ctx, pipelines, resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}, "search",
-		func(ctx context.Context) ([]searchindex.Hit, error) { return searchindex.Search(ctx, pool, query) })
+	hits, err := searcher.Search(ctx, mailsearch.Request{
+		Text: text, Mode: m, Account: config.AccountKey(*account), Alias: config.NormalizeAlias(*alias), Limit: *limit})
 	if err != nil {
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+		if errors.As(err, new(*mailsearch.ProviderError)) {
+			fmt.Fprintln(stderr, "mailfathom: -mode lexical searches without the provider")
+		}
 		return 1
 	}
 	if len(hits) == 0 {
@@ -87,13 +113,13 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		return 0
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "DATE\tACCOUNT/ALIAS\tFROM\tSUBJECT\tID")
+	fmt.Fprintln(w, "DATE\tACCOUNT/ALIAS\tFROM\tSUBJECT\tSCORE\tID")
 	for _, h := range hits {
 		date := "-"
 		if h.SentAt != nil {
 			date = h.SentAt.UTC().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\t%s\n", date, h.Account, h.Alias, oneLine(h.From, 40), oneLine(h.Subject, 70), h.StoredEmailID)
+		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\t%.4f\t%s\n", date, h.Account, h.Alias, oneLine(h.From, 40), oneLine(h.Subject, 70), h.Score, h.StoredEmailID)
 	}
 	_ = w.Flush()
 	return 0

@@ -58,6 +58,19 @@ func TestSearchAndReindexCommands(t *testing.T) {
 	require.Contains(t, stdout, "Quarterly running numbers")
 	require.Contains(t, stdout, "primary/INBOX")
 
+	code, stdout, stderr = runCmd(t, env, "search", "-mode", "lexical", "pelican")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Quarterly running numbers")
+
+	// Searching by meaning needs a profile; an unknown mode is a usage
+	// error.
+	code, _, stderr = runCmd(t, env, "search", "-mode", "semantic", "pelican")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "-mode semantic needs an embedding profile")
+	code, _, stderr = runCmd(t, env, "search", "-mode", "fuzzy", "pelican")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "-mode must be lexical, semantic or hybrid")
+
 	code, stdout, _ = runCmd(t, env, "search", "-alias", "archive", "pelican")
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "no matching messages")

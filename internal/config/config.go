@@ -62,6 +62,9 @@ type Config struct {
 	// (MAILFATHOM_RESILIENCE_<CLASS>_<SETTING>), from which package
 	// resilience builds its pipelines.
 	Resilience Resilience
+	// Embedding is the embedding profile (MAILFATHOM_EMBEDDING_*); without
+	// one nothing is embedded.
+	Embedding Embedding
 }
 
 // NamedReference is a configured secret reference together with the
@@ -85,6 +88,7 @@ func (c *Config) SecretReferences() []NamedReference {
 	}
 	add(Prefix+"DATABASE_PASSWORD", c.Database.Password)
 	add(Prefix+"UI_PASSWORD", c.UI.Password)
+	add(Prefix+"EMBEDDING_API_KEY", c.Embedding.APIKey)
 	for i, a := range c.Accounts {
 		add(accountVar(i, "PASSWORD"), a.Password)
 		add(accountVar(i, "TRUSTED_CERTIFICATE_AUTHORITY"), a.TransportSecurity.TrustedCertificateAuthority)
@@ -138,6 +142,7 @@ func (l Loader) Load(environ []string) (*Config, error) {
 	cfg.Persistence = convertPersistence(c, raw.Persistence)
 	cfg.Backfill = convertBackfill(c, raw.Backfill)
 	cfg.Resilience = convertResilience(c, raw.Resilience)
+	cfg.Embedding = convertEmbedding(c, raw.Embedding)
 	crossCheck(c, cfg, raw)
 	refuseUnavailable(c)
 
@@ -160,6 +165,7 @@ type rawConfig struct {
 	Persistence rawPersistence `envPrefix:"PERSISTENCE_"`
 	Backfill    rawBackfill    `envPrefix:"BACKFILL_"`
 	Resilience  rawResilience  `envPrefix:"RESILIENCE_"`
+	Embedding   rawEmbedding   `envPrefix:"EMBEDDING_"`
 }
 
 // collect returns the MAILFATHOM_ variables of environ with trimmed values

@@ -25,7 +25,7 @@ func TestLoadDefaults(t *testing.T) {
 
 			SecretInterpretationMode: ReferenceOnly,
 			MigrateOnStart:           true,
-			Queues:                   Queues{Accounts: 0, Folders: 0, Backfill: 1, Mutations: 1},
+			Queues:                   Queues{Accounts: 0, Folders: 0, Backfill: 1, Mutations: 1, Embeddings: 2},
 			Sync: Sync{
 				Enabled:                        false,
 				Interval:                       5 * time.Minute,
@@ -51,12 +51,13 @@ func TestLoadDefaults(t *testing.T) {
 			},
 			Persistence: Persistence{MaximumConcurrencyCommitAttempts: 2, TextSearchConfiguration: "simple"},
 			Backfill:    Backfill{Enabled: true, Interval: 30 * time.Second, BatchSize: 50, MaxBatchesPerRun: 10},
+			Embedding:   Embedding{BatchSize: 16, MaxBacklog: 1000},
 			Resilience:  Resilience(resilience.DefaultBudgets()),
 		}, cfg)
 		require.True(t, cfg.Database.Embedded())
 		require.Empty(t, cfg.Database.ConnString())
 		require.Empty(t, cfg.SecretReferences())
-		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1, Mutations: 1, Watches: 1}, cfg.EffectiveQueueWorkers())
+		require.Equal(t, Queues{Accounts: 4, Folders: 4, Backfill: 1, Mutations: 1, Watches: 1, Embeddings: 2}, cfg.EffectiveQueueWorkers())
 	}
 }
 
@@ -161,7 +162,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 	require.Equal(t, UI{Enabled: true, Username: "operator", Password: secret.Reference{Scheme: "docker-secret", Target: "SENTINEL-ui"}}, cfg.UI)
 	require.False(t, cfg.MigrateOnStart)
 	require.Equal(t, Log{Format: LogFormatText, Level: LogLevelDebug}, cfg.Log)
-	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Mutations: 1, Watches: 1}, cfg.EffectiveQueueWorkers())
+	require.Equal(t, Queues{Accounts: 3, Folders: 24, Backfill: 2, Mutations: 1, Watches: 1, Embeddings: 2}, cfg.EffectiveQueueWorkers())
 
 	require.Equal(t, Sync{
 		Enabled: true, Interval: 2 * time.Minute, MaxFailureBackoff: 2 * time.Minute,
@@ -420,4 +421,30 @@ func TestWatchWorkersFollowPushAccounts(t *testing.T) {
 	cfg, err = Load(environ(env, map[string]string{"MAILFATHOM_ACCOUNTS_0_MODE": "Push", "MAILFATHOM_QUEUE_WATCHES_WORKERS": "5"}))
 	require.NoError(t, err)
 	require.Equal(t, 5, cfg.EffectiveQueueWorkers().Watches)
+}
+
+func TestLoadEmbeddingProfile(t *testing.T) {
+	t.Parallel()
+	cfg, err := testLoader.Load(environ(validEnv(), embeddingProfile(map[string]string{
+		"MAILFATHOM_EMBEDDING_PROVIDER_URL":                         "https://api.example.test/v1/",
+		"MAILFATHOM_EMBEDDING_API_KEY":                              "file:/run/secrets/SENTINEL-embedding",
+		"MAILFATHOM_EMBEDDING_BATCH_SIZE":                           "32",
+		"MAILFATHOM_EMBEDDING_MAX_BACKLOG":                          "50",
+		"MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS":                       "3",
+		"MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_ATTEMPTS": "5",
+	})))
+	require.NoError(t, err)
+	require.True(t, cfg.Embedding.Configured())
+	require.Equal(t, "https://api.example.test/v1", cfg.Embedding.ProviderURL, "the trailing slash is dropped before /embeddings is appended")
+	require.Equal(t, "nomic-embed-text", cfg.Embedding.Model)
+	require.Equal(t, 768, cfg.Embedding.Dimensions)
+	require.Equal(t, 32, cfg.Embedding.BatchSize)
+	require.Equal(t, 50, cfg.Embedding.MaxBacklog)
+	require.Equal(t, 3, cfg.EffectiveQueueWorkers().Embeddings)
+	require.Equal(t, 5, cfg.Resilience[resilience.AiProviderInvocation].MaxAttempts)
+	var named []string
+	for _, r := range cfg.SecretReferences() {
+		named = append(named, r.Variable)
+	}
+	require.Contains(t, named, "MAILFATHOM_EMBEDDING_API_KEY", "resolved at startup with the other secrets")
 }

@@ -114,3 +114,17 @@ func problemsFor(e *Error, variable string) []Problem {
 	}
 	return out
 }
+
+// embeddingProfile returns overrides that configure a valid embedding
+// profile, with extra applied on top.
+func embeddingProfile(extra map[string]string) map[string]string {
+	m := map[string]string{
+		"MAILFATHOM_EMBEDDING_PROVIDER_URL": "http://127.0.0.1:11434/v1",
+		"MAILFATHOM_EMBEDDING_MODEL":        "nomic-embed-text",
+		"MAILFATHOM_EMBEDDING_DIMENSIONS":   "768",
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}

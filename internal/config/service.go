@@ -99,6 +99,11 @@ type Queues struct {
 	// its worker for its whole life, so a process that should be able to
 	// take over every account's watch needs one per push account.
 	Watches int
+	// Embeddings is MAILFATHOM_QUEUE_EMBEDDINGS_WORKERS, embed jobs run at
+	// once, 1 to 1000. Default 2. Only with an embedding profile: the
+	// provider's ConcurrencyLimit (AiProviderInvocation) bounds the calls
+	// in flight whatever the count.
+	Embeddings int
 }
 
 // EffectiveQueueWorkers returns the worker count each queue runs with: the
@@ -128,26 +133,27 @@ func (c *Config) EffectiveQueueWorkers() Queues {
 		}
 		q.Watches = max(q.Watches, 1)
 	}
+	if q.Embeddings == 0 {
+		q.Embeddings = 2
+	}
 	return q
 }
 
 type rawService struct {
-	HTTPAddr         string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	InterpretMode    string `env:"SECRET_INTERPRETATION_MODE" envDefault:"ReferenceOnly"`
-	UIEnabled        string `env:"UI_ENABLED" envDefault:"true"`
-	UIUsername       string `env:"UI_USERNAME" envDefault:"admin"`
-	UIPassword       string `env:"UI_PASSWORD"`
-	MigrateOnStart   string `env:"MIGRATE_ON_START" envDefault:"true"`
-	LogFormat        string `env:"LOG_FORMAT" envDefault:"json"`
-	LogLevel         string `env:"LOG_LEVEL" envDefault:"info"`
-	AccountsWorkers  string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
-	FoldersWorkers   string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
-	BackfillWorkers  string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
-	MutationsWorkers string `env:"QUEUE_MUTATIONS_WORKERS" envDefault:"1"`
-	WatchesWorkers   string `env:"QUEUE_WATCHES_WORKERS" envDefault:"0"`
-	// The embeddings queue is bound only so that setting it is refused by
-	// name (see unavailableFeatures).
-	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS"`
+	HTTPAddr          string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	InterpretMode     string `env:"SECRET_INTERPRETATION_MODE" envDefault:"ReferenceOnly"`
+	UIEnabled         string `env:"UI_ENABLED" envDefault:"true"`
+	UIUsername        string `env:"UI_USERNAME" envDefault:"admin"`
+	UIPassword        string `env:"UI_PASSWORD"`
+	MigrateOnStart    string `env:"MIGRATE_ON_START" envDefault:"true"`
+	LogFormat         string `env:"LOG_FORMAT" envDefault:"json"`
+	LogLevel          string `env:"LOG_LEVEL" envDefault:"info"`
+	AccountsWorkers   string `env:"QUEUE_ACCOUNTS_WORKERS" envDefault:"0"`
+	FoldersWorkers    string `env:"QUEUE_FOLDERS_WORKERS" envDefault:"0"`
+	BackfillWorkers   string `env:"QUEUE_BACKFILL_WORKERS" envDefault:"1"`
+	MutationsWorkers  string `env:"QUEUE_MUTATIONS_WORKERS" envDefault:"1"`
+	WatchesWorkers    string `env:"QUEUE_WATCHES_WORKERS" envDefault:"0"`
+	EmbeddingsWorkers string `env:"QUEUE_EMBEDDINGS_WORKERS" envDefault:"2"`
 }
 
 func convertService(c *converter, raw rawService, cfg *Config) {
@@ -186,4 +192,5 @@ func convertService(c *converter, raw rawService, cfg *Config) {
 	cfg.Queues.Backfill = c.integer(Prefix+"QUEUE_BACKFILL_WORKERS", raw.BackfillWorkers, 0, maxWorkers)
 	cfg.Queues.Mutations = c.integer(Prefix+"QUEUE_MUTATIONS_WORKERS", raw.MutationsWorkers, 0, maxWorkers)
 	cfg.Queues.Watches = c.integer(Prefix+"QUEUE_WATCHES_WORKERS", raw.WatchesWorkers, 0, maxWorkers)
+	cfg.Queues.Embeddings = c.integer(Prefix+"QUEUE_EMBEDDINGS_WORKERS", raw.EmbeddingsWorkers, 1, maxWorkers)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 )
@@ -41,6 +42,7 @@ const (
 // (every message text up to 64 KB, the worst case for indexing).
 // When mbsync is installed, it pulls the same folder in the same run, with
 // its defaults and with COMPRESS disabled, for comparison.
+// MAILFATHOM_BENCH_EMBEDDING=hang|healthy adds an embedding profile.
 // MAILFATHOM_BENCH_DURABLE=false uses the tests' non-durable PostgreSQL
 // (fsync off, on tmpfs) instead of a durable cluster on disk like the
 // embedded default's. README.md explains the figures.
@@ -73,6 +75,19 @@ func BenchmarkFirstSync(b *testing.B) {
 	b.Logf("corpus: %s; seeded in %v", c, time.Since(seedStart).Round(time.Millisecond))
 	requireServerBytes(b, user, c, n/2)
 	bundle.addAccount(b, "bench", user)
+	// MAILFATHOM_BENCH_EMBEDDING=hang configures an embedding profile whose
+	// provider never answers, healthy one that does: the first sync's cost
+	// of passages and offers, against the same sync without (unset).
+	switch mode := os.Getenv("MAILFATHOM_BENCH_EMBEDDING"); mode {
+	case "":
+	case "hang", "healthy":
+		provider := bundle.withEmbedding(b, embedtest.Options{})
+		if mode == "hang" {
+			provider.SetFault(embedtest.Fault{Kind: embedtest.Hang})
+		}
+	default:
+		b.Fatalf("MAILFATHOM_BENCH_EMBEDDING must be hang, healthy or unset")
+	}
 	// Default synchronization settings, but for a short interval.
 	bundle.env["MAILFATHOM_SYNC_INTERVAL"] = "10s"
 	bundle.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "10s"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,15 +15,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/testca"
 )
 
 // TestNoSecretInAnyOutput runs a serve process whose every secret is a
 // recognizable sentinel — the IMAP password, the PKCS#12 trust anchor's
-// password, the River UI password — through a successful sync, a run that
-// fails on a rotated-away password, and reads of /metrics and of River UI's
-// job API, then searches everything the process produced for the
+// password, the River UI password, the embedding provider's API key —
+// through a successful sync and its embedding, a run that fails on a
+// rotated-away password, a search the provider refuses the key for, and
+// reads of /metrics and of River UI's job API, then searches everything the process produced for the
 // sentinels: its log (stdout and stderr), every job's arguments, errors,
 // metadata and output, and the metrics exposition. None may appear.
 func TestNoSecretInAnyOutput(t *testing.T) {
@@ -54,8 +57,17 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	b.env["MAILFATHOM_UI_PASSWORD"] = "file:" + uiPwFile
 	b.env["MAILFATHOM_LOG_LEVEL"] = "debug"
 
+	// The embedding provider's API key, which the provider also refuses
+	// once synchronization is done.
+	embedSecret := "embed-sentinel-" + strings.Repeat("e", 12)
+	provider := b.withEmbedding(t, embedtest.Options{APIKey: embedSecret})
+
 	p := b.start(t, "serve")
 	require.Eventually(t, func() bool { return b.storedCount(t) == 20 }, time.Minute, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 50*time.Millisecond)
+	provider.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized})
+	searchCode, searchBody := searchAPI(t, p.addr(t), "operator", uiSecret, url.Values{"q": {"anything"}, "mode": {"semantic"}})
+	require.Equal(t, http.StatusServiceUnavailable, searchCode, searchBody)
 
 	// The password is rotated on the server only: the next run is refused.
 	u.SetPassword("rotated-" + imapSecret)
@@ -81,6 +93,7 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	}
 	metrics := get("/metrics", false)
 	require.Contains(t, metrics, "mailfathom_resilience_execution_duration_seconds")
+	require.Contains(t, metrics, "mailfathom_embedding_offered_messages_total")
 	var cancelledID int64
 	require.Eventually(t, func() bool {
 		return b.pool.QueryRow(context.Background(),
@@ -98,7 +111,8 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	sw.Add("jobs", jobText)
 	sw.Add("metrics", metrics)
 	sw.Add("River UI", uiJobs)
-	sw.RequireNone(t, imapSecret, "rotated-"+imapSecret, bundleSecret, uiSecret)
+	sw.Add("search API", searchBody)
+	sw.RequireNone(t, imapSecret, "rotated-"+imapSecret, bundleSecret, uiSecret, embedSecret)
 	require.Contains(t, p.rawLog(), "anchor", "the trust anchor was loaded (and logged by subject and fingerprint)")
 }
 

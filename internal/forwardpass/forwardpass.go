@@ -29,6 +29,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailfathom/mailfathom/imapx"
@@ -127,6 +128,15 @@ type Limits struct {
 	// behind always makes), which is where the reconciliation window that
 	// follows every pass is scheduled.
 	AfterFinalCheckpoint func(ctx context.Context, tx pgx.Tx) error
+	// Offer, when set, runs in each write group's own commit with the ids
+	// of the messages the group stored, after every write of the group was
+	// answered and before the commit: it is where the group offers them for
+	// embedding. It must not wait on anything slower than the database —
+	// no provider call — and whatever it decides (accept or refuse) must
+	// not change what the pass stores or reports. When a group is written
+	// again after a conflict, Offer runs again in the new transactions
+	// with the same ids. Default: no offer.
+	Offer func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
 }
 
 // Report is what a pass did, in counts: no mail content.
@@ -416,6 +426,7 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 	c.vanished = len(batch) - len(byUID)
 
 	w := newWriter(p.writers(), p.lim.GroupMessages, p.lim.GroupBytes, p.lim.Extraction, p.lim.CommitAttempts)
+	w.offer = p.lim.Offer
 	defer w.rollback(ctx)
 
 	var fetch []uint32

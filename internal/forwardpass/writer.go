@@ -58,6 +58,11 @@ type writer struct {
 	attempts int
 	// group is the writes since the last commit.
 	group []groupWrite
+	// stored is the stored-email ids the open group's answered writes
+	// returned, and offer, when set, what the group's commit offers them
+	// to (Limits.Offer).
+	stored []uuid.UUID
+	offer  func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
 }
 
 // groupWrite is one write of the open group, kept until the group commits.
@@ -73,6 +78,8 @@ type lane struct {
 	tx   pgx.Tx
 	busy bool
 	err  error
+	// id is the stored email the answered write returned.
+	id uuid.UUID
 }
 
 func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits, attempts int) *writer {
@@ -89,7 +96,7 @@ func (w *writer) dispatch(l *lane, p *searchindex.PendingOccurrence) {
 	l.busy = true
 	w.inFlight++
 	go func() {
-		_, l.err = p.Wait()
+		l.id, l.err = p.Wait()
 		w.answered <- l
 	}()
 }
@@ -101,6 +108,9 @@ func (w *writer) receive() (*lane, error) {
 	l.busy = false
 	err := l.err
 	l.err = nil
+	if err == nil && l.id != uuid.Nil {
+		w.stored = append(w.stored, l.id)
+	}
 	return l, err
 }
 
@@ -182,6 +192,7 @@ func (w *writer) commit(ctx context.Context) error {
 
 func (w *writer) endGroup() {
 	w.group = w.group[:0]
+	w.stored = w.stored[:0]
 	w.messages, w.bytes = 0, 0
 }
 
@@ -220,6 +231,16 @@ func (w *writer) commitLanes(ctx context.Context) error {
 	if err := w.drain(); err != nil {
 		return err
 	}
+	if w.offer != nil && len(w.stored) > 0 {
+		for _, l := range w.lanes {
+			if l.tx != nil {
+				if err := w.offer(ctx, l.tx, w.stored); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
 	// The lanes' commits are sent at once, so their WAL flushes overlap
 	// rather than queue.
 	errs := make(chan error, len(w.lanes))
@@ -244,6 +265,7 @@ func (w *writer) commitLanes(ctx context.Context) error {
 
 func (w *writer) rollback(ctx context.Context) {
 	_ = w.drain()
+	w.stored = w.stored[:0]
 	for _, l := range w.lanes {
 		if l.tx != nil {
 			_ = l.tx.Rollback(context.WithoutCancel(ctx))

@@ -16,6 +16,9 @@ const (
 	ScheduleAccountRuns int32 = 0x6d05
 	// ScheduleExtractionBackfill serializes scheduling the backfill.
 	ScheduleExtractionBackfill int32 = 0x6d06
+	// ScheduleEmbeddingBackfill serializes scheduling the embedding
+	// backfill.
+	ScheduleEmbeddingBackfill int32 = 0x6d07
 )
 
 // LockScheduling takes, for the rest of tx, the lock that makes "is one
@@ -157,4 +160,62 @@ func MakeFolderPassDue(ctx context.Context, q interface {
 		return false, fmt.Errorf("jobqueue: make the folder's pass due: %w", err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// AvailableJobs counts the available jobs of kind on queue, counting no
+// further than limit: it reads at most about limit entries of River's
+// fetching index, which is what keeps the embedding offer's backlog check
+// cheap however deep the backlog.
+func AvailableJobs(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, queue, kind string, limit int) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `
+		SELECT count(*) FROM (
+			SELECT 1 FROM river_job WHERE state = 'available' AND queue = $1 AND kind = $2 LIMIT $3) AS backlog`,
+		queue, kind, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: count the available %s jobs: %w", kind, err)
+	}
+	return n, nil
+}
+
+// OutstandingJobs counts the jobs of kind that are available, pending,
+// retryable, running or scheduled, counting no further than limit.
+func OutstandingJobs(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, kind string, limit int) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `
+		SELECT count(*) FROM (
+			SELECT 1 FROM river_job
+			WHERE kind = $1 AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+			LIMIT $2) AS outstanding`, kind, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: count the outstanding %s jobs: %w", kind, err)
+	}
+	return n, nil
+}
+
+// TryLockScheduling is LockScheduling without waiting: it reports false
+// when another transaction holds the lock, which is then scheduling the
+// same work.
+func TryLockScheduling(ctx context.Context, tx pgx.Tx, namespace int32, key string) (bool, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1, hashtext($2))", namespace, key).Scan(&ok); err != nil {
+		return false, fmt.Errorf("jobqueue: try the scheduling lock: %w", err)
+	}
+	return ok, nil
+}
+
+// MakeDue makes every waiting (scheduled or retryable) job of kind
+// available now, and reports how many it moved.
+func MakeDue(ctx context.Context, tx pgx.Tx, kind string) (int64, error) {
+	tag, err := tx.Exec(ctx, `
+		UPDATE river_job SET state = 'available', scheduled_at = now()
+		WHERE kind = $1 AND state IN ('scheduled', 'retryable')`, kind)
+	if err != nil {
+		return 0, fmt.Errorf("jobqueue: make the %s jobs due: %w", kind, err)
+	}
+	return tag.RowsAffected(), nil
 }

@@ -9,13 +9,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// attempts is an ExecutionAttempt that only knows how many attempts ran.
+// attempts is an ExecutionAttempt that only knows how many attempts ran
+// and what the last one failed with.
 type attempts struct {
 	failsafe.ExecutionAttempt[any]
-	n int
+	n    int
+	last error
 }
 
-func (a attempts) Attempts() int { return a.n }
+func (a attempts) Attempts() int    { return a.n }
+func (a attempts) LastError() error { return a.last }
+
+// askedToWait is a failure carrying a Retry-After.
+type askedToWait time.Duration
+
+func (a askedToWait) Error() string             { return "asked to wait" }
+func (a askedToWait) RetryAfter() time.Duration { return time.Duration(a) }
 
 func TestBackoffIsExponentialWithJitterAndCapped(t *testing.T) {
 	t.Parallel()
@@ -37,4 +46,17 @@ func TestBackoffIsExponentialWithJitterAndCapped(t *testing.T) {
 	}
 	// Far past the cap nothing overflows.
 	require.LessOrEqual(t, p.backoff(attempts{n: 1000}), b.MaxDelay)
+}
+
+func TestBackoffHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	m, err := newMetrics(nil)
+	require.NoError(t, err)
+	b := DefaultBudgets()[AiProviderInvocation] // 1s doubling, capped at 10s
+	p := newPipeline(Key{Class: AiProviderInvocation, Instance: "a"}, b, ProviderClassifier{}, slog.New(slog.DiscardHandler), m)
+
+	require.Equal(t, 30*time.Second, p.backoff(attempts{n: 1, last: askedToWait(30 * time.Second)}),
+		"a longer wait the provider asked for is honoured beyond MaxDelay")
+	d := p.backoff(attempts{n: 1, last: askedToWait(time.Millisecond)})
+	require.GreaterOrEqual(t, d, b.BaseDelay/2, "a shorter one never shortens the backoff")
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Verdict is what classification says about repeating a failed call.
@@ -69,6 +70,15 @@ var ErrAttemptTimeout = errors.New("resilience: the attempt exceeded its timeout
 // that carries the HTTP status the remote party answered with.
 type HTTPStatuser interface {
 	HTTPStatus() int
+}
+
+// RetryAfterer is implemented by a failure whose remote party said how
+// long to wait before asking again (an HTTP Retry-After). The pipeline
+// waits at least that long before the next attempt; a wait the total
+// timeout cannot hold ends the operation with that failure, so the
+// request is honoured within the budget and never beyond it.
+type RetryAfterer interface {
+	RetryAfter() time.Duration
 }
 
 // ProviderClassifier is the Provider family, for chat, embedding and

@@ -326,8 +326,9 @@ func (p *pipeline) repeatable(err error) bool {
 
 // backoff is exponential with jitter: the ceiling starts at BaseDelay,
 // doubles per retry and is capped at MaxDelay; the wait is drawn uniformly
-// from its upper half, so it never exceeds MaxDelay and never collapses to
-// nothing.
+// from its upper half, so it never collapses to nothing. It exceeds
+// MaxDelay only when the failure asked for a longer wait (RetryAfterer);
+// the total timeout still bounds it.
 func (p *pipeline) backoff(exec failsafe.ExecutionAttempt[any]) time.Duration {
 	ceiling := p.budget.BaseDelay
 	for i := 1; i < exec.Attempts() && ceiling < p.budget.MaxDelay; i++ {
@@ -335,7 +336,12 @@ func (p *pipeline) backoff(exec failsafe.ExecutionAttempt[any]) time.Duration {
 	}
 	ceiling = min(ceiling, p.budget.MaxDelay)
 	half := ceiling / 2
-	return half + rand.N(ceiling-half+1)
+	wait := half + rand.N(ceiling-half+1)
+	var ra RetryAfterer
+	if errors.As(exec.LastError(), &ra) {
+		wait = max(wait, ra.RetryAfter())
+	}
+	return wait
 }
 
 func (p *pipeline) execute(caller, ctx context.Context, operation string, fn func(context.Context) error) error {

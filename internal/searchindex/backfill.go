@@ -22,13 +22,15 @@ func BackfillPosition(ctx context.Context, tx pgx.Tx) (uuid.UUID, error) {
 }
 
 // AwaitingExtraction returns, in id order, at most limit stored emails past
-// after that have raw MIME and no search document.
+// after that have raw MIME and no search document or no passages: mail
+// stored before extraction existed, or before passages did.
 func AwaitingExtraction(ctx context.Context, q Querier, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	rows, err := q.Query(ctx, `
 		SELECT e.id FROM stored_emails e
 		WHERE e.id > $1
 		  AND EXISTS (SELECT 1 FROM email_message_contents c WHERE c.stored_email_id = e.id)
-		  AND NOT EXISTS (SELECT 1 FROM email_search_documents d WHERE d.stored_email_id = e.id)
+		  AND (NOT EXISTS (SELECT 1 FROM email_search_documents d WHERE d.stored_email_id = e.id)
+		       OR NOT EXISTS (SELECT 1 FROM email_passages p WHERE p.stored_email_id = e.id))
 		ORDER BY e.id
 		LIMIT $2`, after, limit)
 	if err != nil {

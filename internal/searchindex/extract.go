@@ -8,7 +8,7 @@ import (
 
 // Extract reads one stored payload with mimex under lim and returns the
 // record Write stores for the stored email id: the metadata, the
-// classification markers and the body text. The forward pass calls it on
+// classification markers, the body text and its passages. The forward pass calls it on
 // the payload it just fetched, the extraction backfill on raw MIME an
 // earlier run stored; neither reaches a mail server through it. A payload
 // no reader can parse yields a record with Readable false and its
@@ -51,5 +51,6 @@ func Extract(id uuid.UUID, raw []byte, lim mimex.Limits) Record {
 	}
 	rec.Lossy, rec.Truncated = res.Body.Lossy, res.Body.Truncated
 	rec.Text, rec.Untrimmed = res.Body.Text, res.Body.Untrimmed
+	rec.Passages = derivePassages(rec.Subject, rec.Text)
 	return rec
 }

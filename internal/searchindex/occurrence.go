@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/mimex"
 )
 
 // Batcher sends a batch of statements in one round trip; pgx.Tx satisfies
@@ -57,8 +58,8 @@ const (
 // SendOccurrence stores one fetched occurrence and what extraction found
 // in its content in one round trip: the stored_emails row is written once,
 // with the extracted metadata (mailstore.UpsertOccurrence with
-// o.Extracted), followed by the record's participants, attachments and
-// search document. rec is nil when o carries no content (over the size
+// o.Extracted), followed by the record's participants, attachments,
+// search document and passages. rec is nil when o carries no content (over the size
 // limit); the occurrence then gets the envelope document. The behaviour is
 // that of UpsertOccurrence followed by Write (or InsertEnvelopeDocument),
 // and rec.StoredEmailID is set to the stored email's id.
@@ -84,6 +85,7 @@ func SendOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec 
 	switch {
 	case rec == nil || !rec.Readable:
 		b.Queue(insertOccurrenceEnvelopeDocumentSQL, with(SourceNotExtracted, MaxSubjectCopyChars)...)
+		b.Queue(insertOccurrenceEnvelopePassageSQL, with(mimex.SubjectPassage(clean(o.Subject)))...)
 	default:
 		if n := min(len(rec.Participants), 32767); n > 0 {
 			roles, addrs, comps, names := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -105,6 +107,7 @@ func SendOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec 
 		b.Queue(writeOccurrenceDocumentSQL, with(rec.TextSource, rec.Lossy, rec.Truncated,
 			truncate(clean(rec.Subject), MaxSubjectCopyChars), participantCopy(rec.Participants),
 			clean(rec.Text), untrimmedCopy(*rec))...)
+		queueOccurrencePassages(b, ident, rec.Passages)
 	}
 	p := &PendingOccurrence{results: q.SendBatch(ctx, b), res: &res, rec: rec, folderID: o.FolderID, uid: o.UID}
 	return p, nil

@@ -69,11 +69,15 @@ type Record struct {
 	Truncated  bool
 	Text       string
 	Untrimmed  string
+
+	// Passages are the subject and trimmed body text cut into bounded
+	// passages (derived on the same read as Text).
+	Passages []Passage
 }
 
 // Write stores rec in the caller's transaction: the markers and metadata on
 // the stored email, its participants and attachments (replacing any earlier
-// extraction's), and its search document. A readable record's document
+// extraction's), its search document and its passages. A readable record's document
 // replaces an earlier one; an unreadable record's document is inserted only
 // when none exists, so a body an earlier run read is never forgotten.
 func Write(ctx context.Context, q Querier, rec Record) error {
@@ -83,7 +87,10 @@ func Write(ctx context.Context, q Querier, rec Record) error {
 			WHERE id = $1 AND mime_readable IS NOT TRUE`, rec.StoredEmailID, rec.Failure); err != nil {
 			return fmt.Errorf("searchindex: record an unreadable message: %w", err)
 		}
-		return InsertEnvelopeDocument(ctx, q, rec.StoredEmailID)
+		if err := InsertEnvelopeDocument(ctx, q, rec.StoredEmailID); err != nil {
+			return err
+		}
+		return insertEnvelopePassage(ctx, q, rec.StoredEmailID)
 	}
 	_, err := q.Exec(ctx, `
 		UPDATE stored_emails SET
@@ -150,7 +157,7 @@ func Write(ctx context.Context, q Querier, rec Record) error {
 	if err != nil {
 		return fmt.Errorf("searchindex: write the search document: %w", err)
 	}
-	return nil
+	return writePassages(ctx, q, rec.StoredEmailID, rec.Passages)
 }
 
 // InsertEnvelopeDocument gives a message whose body nobody read (oversized,

@@ -98,6 +98,12 @@ func OptionsFromConfig(cfg *config.Config, resolver *secret.Resolver) Options {
 		Config:        cfg,
 		Resolver:      resolver,
 	}
+	if cfg.Embedding.Configured() {
+		// The embeddings queue is worked only with a profile: without one
+		// nothing is offered, and an embed job left from an earlier profile
+		// waits for the next.
+		opts.QueueWorkers[jobs.QueueEmbeddings] = q.Embeddings
+	}
 	if !cfg.Database.Embedded() {
 		opts.DatabaseConnString = cfg.Database.ConnString()
 	}

@@ -22,10 +22,12 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
+	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
+	"github.com/mailfathom/mailfathom/internal/mailsearch"
 	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
@@ -153,6 +155,24 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	r.stopping = make(chan struct{})
 	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens, Stopping: r.stopping, Push: pushMetrics}
+	if cfg.Embedding.Configured() {
+		if deps.EmbeddingMetrics, err = embedding.NewMetrics(reg); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		if err := reg.Register(embedding.NewCollector(pool)); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		if deps.Embedder, err = embedding.NewClient(embedding.Options{
+			URL:      cfg.Embedding.ProviderURL,
+			Profile:  embedding.Profile{Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
+			APIKey:   cfg.Embedding.APIKey,
+			Resolver: resolver,
+			Registry: pipelines,
+			Metrics:  deps.EmbeddingMetrics,
+		}); err != nil {
+			return err
+		}
+	}
 	failures, err := workers.Register(ws, deps)
 	if err != nil {
 		return err
@@ -219,6 +239,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if _, err := workers.ScheduleExtractionBackfill(ctx, deps, client); err != nil {
 		return err
 	}
+	if _, err := workers.ScheduleEmbeddingBackfill(ctx, deps, client); err != nil {
+		return err
+	}
 
 	routes := httpserver.Routes{
 		Ready:    readiness(pool),
@@ -250,10 +273,19 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 		r.cancelUI = cancelUI
 		statusHandler := status.NewHandler(pool, statusOpts, logger)
+		var accounts []string
+		for _, a := range cfg.Accounts {
+			accounts = append(accounts, config.AccountKey(a.ID))
+		}
+		searchHandler := mailsearch.NewHandler(&mailsearch.Searcher{
+			Querier: pool, Registry: pipelines, Configuration: cfg.Persistence.TextSearchConfiguration,
+			Accounts: accounts, Embedder: deps.Embedder,
+		}, logger)
 		mutations := mutation.NewHandler(pool, cfg, client, logger)
 		routes.Mount = func(mux *http.ServeMux) {
 			ui.Mount(mux)
 			statusHandler.Mount(mux, ui.Protect)
+			searchHandler.Mount(mux, ui.Protect)
 			mutations.Mount(mux, ui.Protect)
 		}
 	}

@@ -1,0 +1,235 @@
+// Package embedding calls an embedding provider: an OpenAI-compatible
+// POST {url}/embeddings, which Ollama, llama.cpp's server, vLLM,
+// text-embeddings-inference and the hosted APIs all serve.
+//
+// Every call runs under the AiProviderInvocation pipeline keyed by
+// Instance, and that pipeline is the only retry layer: the HTTP client
+// here retries nothing. The answer is classified before the pipeline sees
+// it: 408, 429 and 5xx are repeatable (a Retry-After is honoured within
+// the budget), every other status is terminal, a response that never
+// arrived is repeatable, and an answer of the wrong shape — a vector of
+// the wrong length, one vector too many or too few — is a named terminal
+// failure.
+//
+// The API key is resolved from its secret reference for each call and
+// sent as a bearer token. It never appears in an error, a log line or a
+// metric; an error never carries the provider's response body either,
+// since providers echo parts of a refused key in it.
+package embedding
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/secret"
+)
+
+// Instance is the pipeline instance every embedding call runs under: the
+// one configured provider. It labels metrics and log lines, so it is a
+// fixed name and never the provider's URL.
+const Instance = "embedding"
+
+// OperationEmbed is the operation name of an embedding call.
+const OperationEmbed = "embed"
+
+// MaxInputsPerRequest bounds the texts one request carries; a caller with
+// more splits them (Client.Embed does).
+const MaxInputsPerRequest = 64
+
+// maxAnswerBytes bounds the answer read from the provider: 64 vectors of
+// 8192 dimensions as JSON numbers fit well inside it.
+const maxAnswerBytes = 64 << 20
+
+// Profile identifies the vectors a provider answers with: vectors of two
+// profiles are never compared.
+type Profile struct {
+	Model      string
+	Dimensions int
+}
+
+// Options configure a Client.
+type Options struct {
+	// URL is the provider's base URL; requests go to URL + "/embeddings".
+	// Required.
+	URL string
+	// Profile is the model requested and the dimensions every vector must
+	// have. Required.
+	Profile Profile
+	// APIKey, when set, references the bearer token. Optional.
+	APIKey secret.Reference
+	// Resolver resolves APIKey. Default: a zero secret.Resolver.
+	Resolver *secret.Resolver
+	// Registry runs every call under AiProviderInvocation. Required.
+	Registry *resilience.Registry
+	// HTTPClient sends the requests. Default: a client with no timeout of
+	// its own (the pipeline's attempt timeout bounds a call) and no retry.
+	HTTPClient *http.Client
+	// Metrics records each request's duration. Optional.
+	Metrics *Metrics
+}
+
+// Client embeds texts with one provider and profile. It is safe for
+// concurrent use.
+type Client struct {
+	opts Options
+}
+
+// NewClient returns a Client, or an error naming what Options lack.
+func NewClient(opts Options) (*Client, error) {
+	if opts.URL == "" || opts.Profile.Model == "" || opts.Profile.Dimensions <= 0 || opts.Registry == nil {
+		return nil, errors.New("embedding: a URL, a model, the dimensions and a resilience registry are required")
+	}
+	opts.Resolver = cmp.Or(opts.Resolver, &secret.Resolver{})
+	opts.HTTPClient = cmp.Or(opts.HTTPClient, &http.Client{})
+	return &Client{opts: opts}, nil
+}
+
+// Profile returns the client's profile.
+func (c *Client) Profile() Profile { return c.opts.Profile }
+
+// Embed returns one unit-length vector per text, in order, each of the
+// profile's dimensions. Texts are sent in requests of at most
+// MaxInputsPerRequest, one after another (each under the pipeline: the
+// class's concurrency limit rejects rather than queues, so fanning out
+// would turn a healthy provider's bulkhead into failures).
+func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, 0, len(texts))
+	for len(texts) > 0 {
+		n := min(len(texts), MaxInputsPerRequest)
+		key := resilience.Key{Class: resilience.AiProviderInvocation, Instance: Instance}
+		vs, err := resilience.Get(ctx, c.opts.Registry, key, OperationEmbed, func(ctx context.Context) ([][]float32, error) {
+			start := time.Now()
+			vs, err := c.call(ctx, texts[:n])
+			c.opts.Metrics.request(time.Since(start), err)
+			return vs, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vs...)
+		texts = texts[n:]
+	}
+	return out, nil
+}
+
+type request struct {
+	Model          string   `json:"model"`
+	Input          []string `json:"input"`
+	EncodingFormat string   `json:"encoding_format"`
+}
+
+type answer struct {
+	Data []struct {
+		Index     int       `json:"index"`
+		Embedding []float64 `json:"embedding"`
+	} `json:"data"`
+}
+
+// call makes one attempt.
+func (c *Client) call(ctx context.Context, texts []string) ([][]float32, error) {
+	body, err := json.Marshal(request{Model: c.opts.Profile.Model, Input: texts, EncodingFormat: "float"})
+	if err != nil {
+		return nil, fmt.Errorf("embedding: encode the request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.opts.URL+"/embeddings", bytes.NewReader(body))
+	if err != nil {
+		return nil, &AnswerError{Name: FailureRequestRefused, Reason: "the provider URL does not make a request"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if !c.opts.APIKey.IsZero() {
+		key, err := c.opts.Resolver.Resolve(ctx, c.opts.APIKey)
+		if err != nil {
+			return nil, fmt.Errorf("embedding: resolve the API key: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+string(key))
+		clear(key)
+	}
+	resp, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		return nil, &TransportError{Err: unwrapURL(err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return nil, &StatusError{Status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	}
+	var a answer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(&a); err != nil {
+		if resilience.ConnectionLost(err) {
+			return nil, &TransportError{Err: err}
+		}
+		return nil, &AnswerError{Name: FailureAnswerMalformed, Reason: "the answer is not an embeddings list"}
+	}
+	if len(a.Data) != len(texts) {
+		return nil, &AnswerError{Name: FailureCountMismatch,
+			Reason: fmt.Sprintf("the provider answered %d vectors for %d texts", len(a.Data), len(texts))}
+	}
+	out := make([][]float32, len(texts))
+	for _, d := range a.Data {
+		if d.Index < 0 || d.Index >= len(texts) || out[d.Index] != nil {
+			return nil, &AnswerError{Name: FailureAnswerMalformed, Reason: "the answer's indexes do not match the texts"}
+		}
+		if len(d.Embedding) != c.opts.Profile.Dimensions {
+			return nil, &AnswerError{Name: FailureDimensionMismatch,
+				Reason: fmt.Sprintf("the provider answered a vector of %d dimensions; the profile has %d", len(d.Embedding), c.opts.Profile.Dimensions)}
+		}
+		out[d.Index] = Normalize(d.Embedding)
+	}
+	return out, nil
+}
+
+// Normalize returns v scaled to unit length as float32 (all zero when v
+// is), so a dot product of two stored vectors is their cosine.
+func Normalize(v []float64) []float32 {
+	var norm float64
+	for _, x := range v {
+		norm += x * x
+	}
+	out := make([]float32, len(v))
+	if norm == 0 || math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return out
+	}
+	norm = math.Sqrt(norm)
+	for i, x := range v {
+		out[i] = float32(x / norm)
+	}
+	return out
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP date
+// (RFC 9110 §10.2.3); 0 for none or an unreadable one.
+func retryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(h); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// unwrapURL drops the *url.Error wrapper, whose text repeats the method
+// and URL, and keeps what failed.
+func unwrapURL(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}

@@ -1,0 +1,92 @@
+package embedding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Failure identities of an answer of the wrong shape. They are terminal:
+// asking again gets the same answer.
+const (
+	// FailureDimensionMismatch: a vector's length is not the profile's
+	// dimensions (the model is not the one configured, or the provider
+	// ignores the requested geometry).
+	FailureDimensionMismatch = "EmbeddingDimensionMismatch"
+	// FailureCountMismatch: not one vector per text.
+	FailureCountMismatch = "EmbeddingCountMismatch"
+	// FailureAnswerMalformed: the answer is not an embeddings list.
+	FailureAnswerMalformed = "EmbeddingAnswerMalformed"
+	// FailureRequestRefused: the provider refused the request (a status
+	// that is not worth repeating), or no request could be made.
+	FailureRequestRefused = "EmbeddingRequestRefused"
+	// FailureProviderUnavailable: the provider did not answer or answered
+	// with a status worth repeating.
+	FailureProviderUnavailable = "EmbeddingProviderUnavailable"
+)
+
+// StatusError is an answer with a status other than 2xx. Its text holds
+// the status only, never the response body.
+type StatusError struct {
+	Status     int
+	retryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("embedding: the provider answered %d %s", e.Status, http.StatusText(e.Status))
+}
+
+// HTTPStatus implements resilience.HTTPStatuser: the Provider family
+// repeats 408, 429 and 5xx.
+func (e *StatusError) HTTPStatus() int { return e.Status }
+
+// RetryAfter implements resilience.RetryAfterer: the wait the provider
+// asked for, 0 for none.
+func (e *StatusError) RetryAfter() time.Duration { return e.retryAfter }
+
+// RetryLater reports whether a later attempt may succeed: the statuses
+// the Provider family repeats.
+func (e *StatusError) RetryLater() bool { return repeatableStatus(e.Status) }
+
+// Identity implements failure.Named.
+func (e *StatusError) Identity() string {
+	if repeatableStatus(e.Status) {
+		return FailureProviderUnavailable
+	}
+	return FailureRequestRefused
+}
+
+func repeatableStatus(s int) bool { return s == 408 || s == 429 || (s >= 500 && s <= 599) }
+
+// TransportError is a request whose answer never arrived.
+type TransportError struct{ Err error }
+
+func (e *TransportError) Error() string {
+	return "embedding: the provider did not answer: " + e.Err.Error()
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// RetryLater reports true unless the caller cancelled: an answer that
+// never arrived may arrive next time.
+func (e *TransportError) RetryLater() bool { return !errors.Is(e.Err, context.Canceled) }
+
+// Identity implements failure.Named.
+func (e *TransportError) Identity() string { return FailureProviderUnavailable }
+
+// AnswerError is an answer of the wrong shape, or a request that could not
+// be made; terminal.
+type AnswerError struct {
+	Name   string
+	Reason string
+}
+
+func (e *AnswerError) Error() string { return "embedding: " + e.Reason + " [" + e.Name + "]" }
+
+// Identity implements failure.Named.
+func (e *AnswerError) Identity() string { return e.Name }
+
+// RetryLater reports false: the same request gets the same answer.
+func (e *AnswerError) RetryLater() bool { return false }

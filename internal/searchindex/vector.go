@@ -1,0 +1,197 @@
+package searchindex
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// EnsureProfile returns the id of the embedding profile (model,
+// dimensions), creating it on first use.
+func EnsureProfile(ctx context.Context, q Querier, model string, dimensions int) (int16, error) {
+	var id int16
+	err := q.QueryRow(ctx, `
+		WITH inserted AS (
+			INSERT INTO embedding_profiles (model, dimensions) VALUES ($1, $2)
+			ON CONFLICT (model, dimensions) DO NOTHING RETURNING id)
+		SELECT id FROM inserted
+		UNION ALL
+		SELECT id FROM embedding_profiles WHERE model = $1 AND dimensions = $2
+		LIMIT 1`, model, dimensions).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("searchindex: record the embedding profile: %w", err)
+	}
+	return id, nil
+}
+
+// PendingPassage is a passage that has no vector under a profile.
+type PendingPassage struct {
+	StoredEmailID uuid.UUID
+	Ordinal       int16
+	Text          string
+}
+
+// PassagesAwaitingVectors returns, in email and ordinal order, the
+// passages of the served messages among ids that have no vector under
+// profile. A tombstoned or no longer served message has none awaiting.
+func PassagesAwaitingVectors(ctx context.Context, q Querier, profile int16, ids []uuid.UUID) ([]PendingPassage, error) {
+	rows, err := q.Query(ctx, `
+		SELECT p.stored_email_id, p.ordinal, p.text
+		FROM email_passages p
+		JOIN served_stored_emails e ON e.id = p.stored_email_id
+		WHERE p.stored_email_id = ANY($2)
+		  AND NOT EXISTS (SELECT 1 FROM passage_vectors v
+		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1)
+		ORDER BY p.stored_email_id, p.ordinal`, profile, ids)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: select passages awaiting vectors: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, pgx.RowToStructByPos[PendingPassage])
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: select passages awaiting vectors: %w", err)
+	}
+	return ps, nil
+}
+
+// PassageVector is one passage's embedding.
+type PassageVector struct {
+	Passage PendingPassage
+	Vector  []float32
+}
+
+// WriteVectors stores vs under profile, each with its signature. A vector
+// is stored only while its
+// passage still holds the text it was computed from (a passage rewritten
+// in the meantime gets its own vector later) and only once: a second
+// writer of the same passage changes nothing. It returns how many were
+// stored.
+func WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVector) (int, error) {
+	if len(vs) == 0 {
+		return 0, nil
+	}
+	ids := make([]uuid.UUID, len(vs))
+	ords := make([]int16, len(vs))
+	digests := make([][]byte, len(vs))
+	sigs := make([]pgtype.Bits, len(vs))
+	vecs := make([][]byte, len(vs))
+	for i, v := range vs {
+		ids[i], ords[i] = v.Passage.StoredEmailID, v.Passage.Ordinal
+		d := sha256.Sum256([]byte(v.Passage.Text))
+		digests[i] = d[:]
+		sigs[i] = Signature(v.Vector)
+		vecs[i] = EncodeVector(v.Vector)
+	}
+	tag, err := q.Exec(ctx, `
+		WITH n AS (
+			SELECT * FROM unnest($2::uuid[], $3::smallint[], $4::bytea[], $5::varbit[], $6::bytea[]) AS n(id, o, d, s, v)),
+		stored AS (
+			INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, vector)
+			SELECT n.id, n.o, $1, n.v
+			FROM n JOIN email_passages p ON p.stored_email_id = n.id AND p.ordinal = n.o AND sha256(convert_to(p.text, 'UTF8')) = n.d
+			ON CONFLICT (stored_email_id, ordinal, profile_id) DO NOTHING
+			RETURNING stored_email_id, ordinal)
+		INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature)
+		SELECT n.id, n.o, $1, n.s FROM stored JOIN n ON n.id = stored.stored_email_id AND n.o = stored.ordinal`,
+		profile, ids, ords, digests, sigs, vecs)
+	if err != nil {
+		return 0, fmt.Errorf("searchindex: store vectors: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// EmailsAwaitingVectors returns, in id order, at most limit served
+// messages past after with at least one passage that has no vector under
+// profile.
+func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after uuid.UUID, limit int) ([]uuid.UUID, error) {
+	rows, err := q.Query(ctx, `
+		SELECT e.id FROM served_stored_emails e
+		WHERE e.id > $2
+		  AND EXISTS (SELECT 1 FROM email_passages p
+		              WHERE p.stored_email_id = e.id
+		                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
+		                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1))
+		ORDER BY e.id
+		LIMIT $3`, profile, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: select emails awaiting vectors: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: select emails awaiting vectors: %w", err)
+	}
+	return ids, nil
+}
+
+// ProfileBacklog is how many served messages await vectors under one
+// profile.
+type ProfileBacklog struct {
+	ProfileID  int16
+	Model      string
+	Dimensions int
+	Awaiting   int64
+}
+
+// AwaitingPerProfile counts, for every recorded profile, the served
+// messages with a passage that has no vector under it.
+func AwaitingPerProfile(ctx context.Context, q Querier) ([]ProfileBacklog, error) {
+	rows, err := q.Query(ctx, `
+		SELECT pr.id, pr.model, pr.dimensions,
+		       (SELECT count(DISTINCT p.stored_email_id)
+		        FROM email_passages p JOIN served_stored_emails e ON e.id = p.stored_email_id
+		        WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v
+		                          WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = pr.id))
+		FROM embedding_profiles pr ORDER BY pr.id`)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: count emails awaiting vectors: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ProfileBacklog])
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: count emails awaiting vectors: %w", err)
+	}
+	return out, nil
+}
+
+// Signature is the binary quantization of v: bit i is set when v[i] > 0.
+// The Hamming distance of two signatures approximates the angle between
+// their vectors, which is what makes the signature scan a fast first cut.
+func Signature(v []float32) pgtype.Bits {
+	b := make([]byte, (len(v)+7)/8)
+	for i, x := range v {
+		if x > 0 {
+			b[i/8] |= 0x80 >> (i % 8)
+		}
+	}
+	return pgtype.Bits{Bytes: b, Len: int32(len(v)), Valid: true}
+}
+
+// EncodeVector is v as stored: little-endian float32.
+func EncodeVector(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// errVectorLength is a stored vector whose length is not a multiple of 4.
+var errVectorLength = errors.New("searchindex: a stored vector has a length that is not a whole number of float32")
+
+// dot is the dot product of q and the stored vector b (the cosine, both
+// being unit length); b shorter than q counts as zero beyond its end.
+func dot(q []float32, b []byte) (float32, error) {
+	if len(b)%4 != 0 {
+		return 0, errVectorLength
+	}
+	var s float32
+	for i := 0; i < len(q) && 4*i < len(b); i++ {
+		s += q[i] * math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return s, nil
+}

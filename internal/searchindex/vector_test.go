@@ -1,0 +1,171 @@
+package searchindex_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/mimex"
+)
+
+func TestVectors(t *testing.T) {
+	t.Parallel()
+	const dims = 64
+
+	type testBundle struct {
+		ctx     context.Context
+		pool    *pgxpool.Pool
+		profile int16
+		ids     map[string]uuid.UUID
+	}
+	// setup stores three messages and embeds none of them.
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		t.Cleanup(cancel)
+		pool := dbtest.Pool(t)
+		accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+		require.NoError(t, err)
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "inbox", "INBOX", "/")
+		require.NoError(t, err)
+		b := &testBundle{ctx: ctx, pool: pool, ids: map[string]uuid.UUID{}}
+		for i, m := range []struct{ name, subject, body string }{
+			{"crane", "Harbour crane inspection", "The inspectors examined the cranes at the harbour on Monday."},
+			{"lunch", "Lunch on Friday", "Shall we have lunch at the noodle place?"},
+			{"budget", "Quarterly budget", "The budget review for the quarter is attached."},
+		} {
+			raw := []byte("Subject: " + m.subject + "\r\nContent-Type: text/plain\r\n\r\n" + m.body + "\r\n")
+			rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
+			o := mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID, UIDValidity: 1, UID: uint32(i + 1),
+				Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw}
+			id, err := searchindex.WriteOccurrence(ctx, tx, o, &rec)
+			require.NoError(t, err)
+			b.ids[m.name] = id
+		}
+		require.NoError(t, tx.Commit(ctx))
+		b.profile, err = searchindex.EnsureProfile(ctx, pool, "test-model", dims)
+		require.NoError(t, err)
+		again, err := searchindex.EnsureProfile(ctx, pool, "test-model", dims)
+		require.NoError(t, err)
+		require.Equal(t, b.profile, again)
+		return b
+	}
+	embedAll := func(t *testing.T, b *testBundle, profile int16, ids ...uuid.UUID) int {
+		t.Helper()
+		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, profile, ids)
+		require.NoError(t, err)
+		var vs []searchindex.PassageVector
+		for _, p := range pending {
+			vs = append(vs, searchindex.PassageVector{Passage: p, Vector: embedtest.Embed(p.Text, dims)})
+		}
+		n, err := searchindex.WriteVectors(b.ctx, b.pool, profile, vs)
+		require.NoError(t, err)
+		return n
+	}
+	all := func(b *testBundle) []uuid.UUID {
+		return []uuid.UUID{b.ids["crane"], b.ids["lunch"], b.ids["budget"]}
+	}
+	search := func(t *testing.T, b *testBundle, text string) []searchindex.SemanticHit {
+		t.Helper()
+		hits, err := searchindex.SemanticSearch(b.ctx, b.pool, searchindex.SemanticQuery{
+			Profile: b.profile, Vector: embedtest.Embed(text, dims), Accounts: []string{"primary"}, Limit: 10})
+		require.NoError(t, err)
+		return hits
+	}
+
+	t.Run("EmbeddedPassagesAreFoundByMeaning", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		awaiting, err := searchindex.EmailsAwaitingVectors(b.ctx, b.pool, b.profile, uuid.Nil, 10)
+		require.NoError(t, err)
+		require.Len(t, awaiting, 3)
+		require.Equal(t, 6, embedAll(t, b, b.profile, all(b)...), "a subject and a body passage each")
+		require.Zero(t, embedAll(t, b, b.profile, all(b)...), "nothing awaits any more")
+		awaiting, err = searchindex.EmailsAwaitingVectors(b.ctx, b.pool, b.profile, uuid.Nil, 10)
+		require.NoError(t, err)
+		require.Empty(t, awaiting)
+
+		hits := search(t, b, "crane inspectors")
+		require.NotEmpty(t, hits)
+		require.Equal(t, b.ids["crane"], hits[0].StoredEmailID)
+		require.Equal(t, "primary", hits[0].Account)
+		require.Equal(t, "inbox", hits[0].Alias)
+		require.Equal(t, "Harbour crane inspection", hits[0].Subject)
+
+		exact, err := searchindex.ExactSemanticSearch(b.ctx, b.pool, searchindex.SemanticQuery{
+			Profile: b.profile, Vector: embedtest.Embed("crane inspectors", dims), Accounts: []string{"primary"}, Limit: 10})
+		require.NoError(t, err)
+		require.Equal(t, hits[0].StoredEmailID, exact[0].StoredEmailID)
+		require.Equal(t, hits[0].Passage, exact[0].Passage)
+		require.InDelta(t, exact[0].Score, hits[0].Score, 1e-6)
+
+		none, err := searchindex.SemanticSearch(b.ctx, b.pool, searchindex.SemanticQuery{
+			Profile: b.profile, Vector: embedtest.Embed("crane", dims), Accounts: []string{"other"}})
+		require.NoError(t, err)
+		require.Empty(t, none, "another account's mail is not served")
+	})
+
+	t.Run("TombstonedMailIsNeverFound", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		embedAll(t, b, b.profile, all(b)...)
+		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, b.ids["crane"])
+		require.NoError(t, err)
+		for _, h := range search(t, b, "crane inspectors harbour") {
+			require.NotEqual(t, b.ids["crane"], h.StoredEmailID)
+		}
+	})
+
+	t.Run("ProfilesAreKeptApart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		embedAll(t, b, b.profile, all(b)...)
+		other, err := searchindex.EnsureProfile(b.ctx, b.pool, "another-model", dims)
+		require.NoError(t, err)
+		require.NotEqual(t, b.profile, other)
+		backlog, err := searchindex.AwaitingPerProfile(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, []searchindex.ProfileBacklog{
+			{ProfileID: b.profile, Model: "test-model", Dimensions: dims, Awaiting: 0},
+			{ProfileID: other, Model: "another-model", Dimensions: dims, Awaiting: 3},
+		}, backlog)
+		hits, err := searchindex.SemanticSearch(b.ctx, b.pool, searchindex.SemanticQuery{
+			Profile: other, Vector: embedtest.Embed("crane", dims), Accounts: []string{"primary"}})
+		require.NoError(t, err)
+		require.Empty(t, hits, "another profile's vectors are never compared")
+	})
+
+	t.Run("AVectorOfRewrittenTextIsNotStored", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, b.profile, []uuid.UUID{b.ids["lunch"]})
+		require.NoError(t, err)
+		require.NotEmpty(t, pending)
+		stale := pending[0]
+		stale.Text = "what the passage said before it was rewritten"
+		n, err := searchindex.WriteVectors(b.ctx, b.pool, b.profile, []searchindex.PassageVector{{Passage: stale, Vector: embedtest.Embed(stale.Text, dims)}})
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+
+	t.Run("VectorsGoWithTheirMessage", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		embedAll(t, b, b.profile, all(b)...)
+		_, err := b.pool.Exec(b.ctx, `DELETE FROM stored_emails WHERE id = $1`, b.ids["budget"])
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM passage_vectors WHERE stored_email_id = $1`, b.ids["budget"]).Scan(&n))
+		require.Zero(t, n)
+	})
+}

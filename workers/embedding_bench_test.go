@@ -1,0 +1,113 @@
+package workers_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/embedding"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/jobs"
+	"github.com/mailfathom/mailfathom/mimex"
+	"github.com/mailfathom/mailfathom/workers"
+)
+
+// BenchmarkEmbedThroughput embeds 600 stored messages (about 6 passages
+// each, 384 dimensions) through embed_email jobs on two workers against
+// the test provider, at several MAILFATHOM_EMBEDDING_BATCH_SIZE values:
+// messages, passages and jobs per second, from the first job's insertion
+// to the last vector stored. The provider answers at once, so the figures
+// are MailFathom's own cost (reading passages, the HTTP round trip,
+// storing vectors), the ceiling a real model's latency divides.
+//
+//	go test ./workers/ -run XX -bench EmbedThroughput -benchtime 1x
+func BenchmarkEmbedThroughput(b *testing.B) {
+	const messages, dims = 600, 384
+	for _, batch := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			ctx := context.Background()
+			pool := dbtest.Pool(b)
+			accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+			require.NoError(b, err)
+			tx, err := pool.Begin(ctx)
+			require.NoError(b, err)
+			binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+			require.NoError(b, err)
+			ids := make([]uuid.UUID, messages)
+			for i := range ids {
+				raw := mailgen.Message(31, i, 4000)
+				rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
+				ids[i], err = searchindex.WriteOccurrence(ctx, tx, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
+					UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw}, &rec)
+				require.NoError(b, err)
+			}
+			require.NoError(b, tx.Commit(ctx))
+			var passages int
+			require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM email_passages`).Scan(&passages))
+
+			provider := embedtest.Start(b, embedtest.Options{Dimensions: dims})
+			cfg, err := config.Load([]string{
+				"MAILFATHOM_EMBEDDING_PROVIDER_URL=" + provider.URL,
+				"MAILFATHOM_EMBEDDING_MODEL=test-model",
+				"MAILFATHOM_EMBEDDING_DIMENSIONS=" + strconv.Itoa(dims),
+				"MAILFATHOM_EMBEDDING_BATCH_SIZE=" + strconv.Itoa(batch),
+				"MAILFATHOM_BACKFILL_ENABLED=false",
+			})
+			require.NoError(b, err)
+			pipelines, err := outbound.NewRegistry(cfg.Resilience, nil, nil)
+			require.NoError(b, err)
+			embedder, err := embedding.NewClient(embedding.Options{URL: cfg.Embedding.ProviderURL,
+				Profile: embedding.Profile{Model: cfg.Embedding.Model, Dimensions: dims}, Registry: pipelines})
+			require.NoError(b, err)
+			ws := river.NewWorkers()
+			failures, err := workers.Register(ws, workers.Dependencies{Pool: pool, Config: cfg, Resilience: pipelines, Embedder: embedder})
+			require.NoError(b, err)
+			client, err := jobqueue.NewClient(jobqueue.Config{Pool: pool, Workers: ws,
+				Middleware: []rivertype.WorkerMiddleware{failures}, QueueWorkers: map[string]int{jobs.QueueEmbeddings: 2}})
+			require.NoError(b, err)
+			require.NoError(b, client.Start(ctx))
+			b.Cleanup(func() { require.NoError(b, jobqueue.Drain(context.Background(), client, 5*time.Second)) })
+
+			var params []river.InsertManyParams
+			for len(ids) > 0 {
+				n := min(batch, len(ids))
+				params = append(params, river.InsertManyParams{Args: jobs.EmbedEmail{EmailIDs: ids[:n]}})
+				ids = ids[n:]
+			}
+			var elapsed time.Duration
+			for b.Loop() {
+				start := time.Now()
+				_, err := client.InsertMany(ctx, params)
+				require.NoError(b, err)
+				for {
+					var stored int
+					require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM passage_vectors`).Scan(&stored))
+					if stored == passages {
+						break
+					}
+					require.Less(b, time.Since(start), 5*time.Minute)
+					time.Sleep(10 * time.Millisecond)
+				}
+				elapsed = time.Since(start)
+			}
+			secs := elapsed.Seconds()
+			b.ReportMetric(float64(messages)/secs, "msgs/s")
+			b.ReportMetric(float64(passages)/secs, "passages/s")
+			b.ReportMetric(float64(len(params))/secs, "jobs/s")
+		})
+	}
+}

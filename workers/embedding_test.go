@@ -1,0 +1,234 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+)
+
+const craneReport = "From: Harbour Master <master@example.test>\r\n" +
+	"To: Crew <crew@example.test>\r\n" +
+	"Subject: Crane inspection report\r\n" +
+	"Message-ID: <crane-1@example.test>\r\n" +
+	"Date: Tue, 03 Jun 2025 09:00:00 +0000\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\n\r\n" +
+	"The inspectors examined both harbour cranes and found the winches worn.\r\n"
+
+const embedDims = 48
+
+// withEmbedding gives b an embedding profile served by a test provider
+// and returns the provider.
+func withEmbedding(t *testing.T, b *syncBundle, model string, workers int) *embedtest.Server {
+	t.Helper()
+	srv := embedtest.Start(t, embedtest.Options{Dimensions: embedDims})
+	b.embedding = config.Embedding{ProviderURL: srv.URL, Model: model, Dimensions: embedDims, BatchSize: 4, MaxBacklog: 1000}
+	b.embedWorkers = workers
+	// A walk that offered something walks again only after the interval,
+	// which waitIdle does not wait for.
+	b.env["MAILFATHOM_BACKFILL_INTERVAL"] = "1h"
+	return srv
+}
+
+// awaiting is how many served messages lack a vector under model.
+func (b *syncBundle) awaiting(t *testing.T, model string) int64 {
+	t.Helper()
+	backlog, err := searchindex.AwaitingPerProfile(context.Background(), b.pool)
+	require.NoError(t, err)
+	for _, p := range backlog {
+		if p.Model == model {
+			return p.Awaiting
+		}
+	}
+	var n int64
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT count(DISTINCT stored_email_id) FROM email_passages`).Scan(&n))
+	return n
+}
+
+// semantic searches by meaning under the running profile.
+func (b *syncBundle) semantic(t *testing.T, text string) []searchindex.SemanticHit {
+	t.Helper()
+	ctx := context.Background()
+	deps := b.deps(t)
+	vs, err := deps.Embedder.Embed(ctx, []string{text})
+	require.NoError(t, err)
+	p := deps.Embedder.Profile()
+	profile, err := searchindex.EnsureProfile(ctx, b.pool, p.Model, p.Dimensions)
+	require.NoError(t, err)
+	hits, err := searchindex.SemanticSearch(ctx, b.pool, searchindex.SemanticQuery{
+		Profile: profile, Vector: vs[0], Accounts: []string{"primary"}, Limit: 5})
+	require.NoError(t, err)
+	return hits
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" || hasLabel(m, label, value) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *syncBundle) vectorCount(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM passage_vectors`).Scan(&n))
+	return n
+}
+
+func (b *syncBundle) makeDue(t *testing.T, kind string) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(),
+		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = $1 AND state IN ('scheduled', 'retryable')`, kind)
+	require.NoError(t, err)
+}
+
+func TestEmbedding(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ASynchronizedFolderIsEmbeddedAndFoundByMeaning", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		srv := withEmbedding(t, b, "test-model", 1)
+		b.user.Append("INBOX", []byte(craneReport), time.Now())
+		for i := range 12 {
+			b.user.Append("INBOX", mailgen.Message(21, i, 2500), time.Now())
+		}
+		b.start(t)
+		b.waitIdle(t)
+		require.Len(t, b.stored(t, "INBOX"), 13)
+		require.Zero(t, b.awaiting(t, "test-model"), "every synchronized message is embedded")
+		require.Positive(t, srv.Inputs())
+		require.Equal(t, float64(13), counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "accepted"))
+		require.Positive(t, counter(t, b.metrics, "mailfathom_embedding_passages_embedded_total", "", ""))
+
+		// "inspecting cranes" shares no whole word with the report, so the
+		// lexical index does not find it; its vector is still nearest.
+		lexical, err := searchindex.Search(context.Background(), b.pool, searchindex.Query{
+			Text: "inspecting cranes", Accounts: []string{"primary"}, Configuration: "simple"})
+		require.NoError(t, err)
+		require.Empty(t, lexical)
+		hits := b.semantic(t, "inspecting cranes")
+		require.NotEmpty(t, hits)
+		require.Equal(t, "Crane inspection report", hits[0].Subject)
+	})
+
+	t.Run("AProviderOutageDelaysEmbeddingAndLeavesSynchronizationAlone", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		srv := withEmbedding(t, b, "test-model", 1)
+		srv.SetFault(embedtest.Fault{Kind: embedtest.ServerError})
+		for i := range 10 {
+			b.user.Append("INBOX", mailgen.Message(22, i, 2000), time.Now())
+		}
+		b.start(t)
+		b.waitIdle(t)
+		out := b.lastPassOutput(t, "INBOX")
+		require.Equal(t, float64(10), out["stored"], "the pass stored everything while the provider failed")
+		require.Equal(t, int64(10), b.awaiting(t, "test-model"))
+		require.Positive(t, srv.Requests())
+
+		// The provider recovers; the embed jobs River retries complete.
+		srv.SetFault(embedtest.Fault{})
+		require.Eventually(t, func() bool {
+			b.makeDue(t, "embed_email")
+			return b.awaiting(t, "test-model") == 0
+		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
+	})
+
+	t.Run("RefusedOffersAreCompletedByTheBackfill", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		withEmbedding(t, b, "test-model", 0) // nothing drains the backlog
+		b.embedding.MaxBacklog, b.embedding.BatchSize = 1, 2
+		b.env["MAILFATHOM_SYNC_MAX_METADATA_BATCH_SIZE"] = "4" // a write group per 4 messages
+		for i := range 12 {
+			b.user.Append("INBOX", mailgen.Message(23, i, 1500), time.Now())
+		}
+		b.start(t)
+		b.waitIdle(t)
+		require.Len(t, b.stored(t, "INBOX"), 12)
+		require.Equal(t, float64(4), counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "accepted"),
+			"the first group found the backlog empty")
+		require.Equal(t, float64(8), counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "refused"))
+
+		// With workers, the backfill offers what was refused as room appears.
+		b.embedWorkers = 1
+		b.start(t)
+		require.Eventually(t, func() bool {
+			b.makeDue(t, "embedding_backfill")
+			return b.awaiting(t, "test-model") == 0
+		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
+	})
+
+	t.Run("RemovingAndAddingTheProfileBackLosesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setupSync(t)
+		srv := withEmbedding(t, b, "test-model", 1)
+		for i := range 5 {
+			b.user.Append("INBOX", mailgen.Message(24, i, 1500), time.Now())
+		}
+		b.start(t)
+		b.waitIdle(t)
+		require.Zero(t, b.awaiting(t, "test-model"))
+		vectors, inputs := b.vectorCount(t), srv.Inputs()
+
+		// Without a profile, new mail is stored and nothing is offered.
+		profile := b.embedding
+		b.embedding = config.Embedding{}
+		b.start(t)
+		offers := len(b.jobs(t, "embed_email"))
+		for i := 5; i < 8; i++ {
+			b.user.Append("INBOX", mailgen.Message(24, i, 1500), time.Now())
+		}
+		b.runAgain(t)
+		require.Len(t, b.stored(t, "INBOX"), 8)
+		require.Len(t, b.jobs(t, "embed_email"), offers, "no offer without a profile")
+		require.Equal(t, int64(3), b.awaiting(t, "test-model"))
+
+		// The profile back: the backfill embeds the new mail only.
+		b.embedding = profile
+		b.start(t)
+		b.waitIdle(t)
+		require.Zero(t, b.awaiting(t, "test-model"))
+		require.Greater(t, b.vectorCount(t), vectors)
+		require.Less(t, srv.Inputs()-inputs, inputs, "the mail embedded before is not embedded again")
+
+		// A changed model is a profile of its own: everything is embedded
+		// again under it, and the earlier vectors stay.
+		before := b.vectorCount(t)
+		b.embedding.Model = "another-model"
+		b.start(t)
+		b.waitIdle(t)
+		require.Zero(t, b.awaiting(t, "another-model"))
+		require.Equal(t, 2*before, b.vectorCount(t))
+		require.Positive(t, srv.Model("another-model"))
+	})
+}
