@@ -12,12 +12,12 @@ import (
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
-// TestRealisticShape checks that a 3 000-message corpus has the mix and
+// TestRealisticShape checks that a 1 500-message corpus has the mix and
 // size shape Realistic promises, and that every fourth message reads as
 // MIME with its headers decoded.
 func TestRealisticShape(t *testing.T) {
 	t.Parallel()
-	const n = 3000
+	const n = 1500
 	kinds := map[mailgen.Kind]int{}
 	var sizes []int
 	total, nonASCIISubjects, trimmed := 0, 0, 0
