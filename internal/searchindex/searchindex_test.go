@@ -2,6 +2,9 @@ package searchindex_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +85,40 @@ func TestSearchIndex(t *testing.T) {
 		hits, err := searchindex.Search(ctx, b.pool, searchindex.Query{Text: "budget", Accounts: []string{"someone-else"}, Configuration: "simple"})
 		require.NoError(t, err)
 		require.Empty(t, hits)
+	})
+
+	t.Run("TheREADMEQueryFindsWhatSearchFinds", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		readme, err := os.ReadFile("../../README.md")
+		require.NoError(t, err)
+		// The psql example: the sql block that searches for 'budget review'.
+		var query string
+		for _, block := range strings.Split(string(readme), "```sql\n")[1:] {
+			block, _, _ = strings.Cut(block, "```")
+			if strings.Contains(block, "'budget review'") {
+				query = block
+			}
+		}
+		require.NotEmpty(t, query, "README.md has the search example")
+		id := store(ctx, t, b, 5, "Budget review", mailstore.Available)
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{StoredEmailID: id, Readable: true,
+			Subject: "Budget review", TextSource: searchindex.SourcePlainText, Text: "the budget review is on Friday"}))
+		other := store(ctx, t, b, 6, "Lunch", mailstore.Available)
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{StoredEmailID: other, Readable: true,
+			Subject: "Lunch", TextSource: searchindex.SourcePlainText, Text: "sandwiches"}))
+
+		rows, err := b.pool.Query(ctx, query)
+		require.NoError(t, err)
+		var subjects []string
+		for rows.Next() {
+			values, err := rows.Values()
+			require.NoError(t, err)
+			subjects = append(subjects, fmt.Sprint(values[len(values)-1]))
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []string{"Budget review"}, subjects)
+		require.Len(t, search(ctx, t, b, "budget review"), 1)
 	})
 
 	t.Run("EnvelopeDocumentNeverOverwritesARead", func(t *testing.T) {
