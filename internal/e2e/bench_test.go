@@ -8,9 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
@@ -45,7 +48,9 @@ const (
 // MAILFATHOM_BENCH_EMBEDDING=hang|healthy adds an embedding profile.
 // MAILFATHOM_BENCH_DURABLE=false uses the tests' non-durable PostgreSQL
 // (fsync off, on tmpfs) instead of a durable cluster on disk like the
-// embedded default's. README.md explains the figures.
+// embedded default's. MAILFATHOM_BENCH_STATEMENTS=N (durable cluster only)
+// loads pg_stat_statements and prints the N statements that took the most
+// time in each run. README.md explains the figures.
 func BenchmarkFirstSync(b *testing.B) {
 	n := 5000
 	if v := os.Getenv("MAILFATHOM_BENCH_MESSAGES"); v != "" {
@@ -55,6 +60,13 @@ func BenchmarkFirstSync(b *testing.B) {
 		require.Positive(b, n, "MAILFATHOM_BENCH_MESSAGES")
 	}
 	durable := os.Getenv("MAILFATHOM_BENCH_DURABLE") != "false"
+	statements := 0
+	if v := os.Getenv("MAILFATHOM_BENCH_STATEMENTS"); v != "" {
+		var err error
+		statements, err = strconv.Atoi(v)
+		require.NoError(b, err, "MAILFATHOM_BENCH_STATEMENTS")
+		require.True(b, durable, "MAILFATHOM_BENCH_STATEMENTS needs the durable cluster")
+	}
 	generate := func(i int) []byte { return mailgen.Realistic(42, i) }
 	switch kind := cmp.Or(os.Getenv("MAILFATHOM_BENCH_CORPUS"), "realistic"); kind {
 	case "realistic":
@@ -67,7 +79,7 @@ func BenchmarkFirstSync(b *testing.B) {
 
 	// The mailbox is seeded once; each iteration synchronizes it into a
 	// fresh database.
-	newDatabase := benchDatabases(b, durable)
+	newDatabase := benchDatabases(b, durable, statements > 0)
 	bundle := setup(b, newDatabase())
 	user := bundle.server.NewUser()
 	seedStart := time.Now()
@@ -112,11 +124,18 @@ func BenchmarkFirstSync(b *testing.B) {
 		require.NoError(b, bundle.pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir))
 		meter, err := newCPUMeter(dataDir, bundle.server.Dir())
 		require.NoError(b, err)
+		if statements > 0 {
+			_, err := bundle.pool.Exec(context.Background(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()")
+			require.NoError(b, err)
+		}
 		b.StartTimer()
 
 		r := runFirstSync(b, bundle, fmt.Sprintf("serve-%d", i), n, meter)
 
 		b.StopTimer()
+		if statements > 0 {
+			logStatements(b, bundle.pool, statements)
+		}
 		b.Logf("run %d: %s", i+1, r)
 		bundle.requireStored(b, "bench", "INBOX", user, c)
 		total.add(r)
@@ -230,7 +249,7 @@ func runFirstSync(b *testing.B, bundle *testBundle, name string, n int, meter *c
 // benchDatabases returns a function that creates a fresh, empty database
 // and returns its URL: in a durable private cluster on disk (what the
 // embedded default runs), or in pgtest's cluster.
-func benchDatabases(b *testing.B, durable bool) func() string {
+func benchDatabases(b *testing.B, durable, statements bool) func() string {
 	if !durable {
 		return func() string { return pgtest.Database(b) }
 	}
@@ -241,10 +260,15 @@ func benchDatabases(b *testing.B, durable bool) func() string {
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = os.RemoveAll(dir) })
 	require.NoError(b, os.Chmod(dir, 0o755))
+	var settings map[string]string
+	if statements {
+		settings = map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+	}
 	cluster, err := pgcluster.Start(ctx, pgcluster.Options{
-		DataDir: filepath.Join(dir, "postgres"),
-		Durable: true,
-		Logf:    b.Logf,
+		DataDir:  filepath.Join(dir, "postgres"),
+		Durable:  true,
+		Logf:     b.Logf,
+		Settings: settings,
 	})
 	require.NoError(b, err)
 	b.Cleanup(func() { require.NoError(b, cluster.Stop(context.Background())) })
@@ -259,4 +283,33 @@ func benchDatabases(b *testing.B, durable bool) func() string {
 		require.NoError(b, err)
 		return cluster.ConnString(name)
 	}
+}
+
+// logStatements prints the n statements that took the most execution time
+// since the last reset, with their calls and rows: where PostgreSQL's share
+// of a run went. Statement texts are the service's own SQL, normalized
+// (constants replaced by $n), so no mail appears.
+func logStatements(b *testing.B, pool *pgxpool.Pool, n int) {
+	rows, err := pool.Query(context.Background(), `
+SELECT calls, rows, total_exec_time, total_plan_time, wal_bytes, left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+FROM pg_stat_statements
+ORDER BY total_exec_time + total_plan_time DESC
+LIMIT $1`, n)
+	require.NoError(b, err)
+	defer rows.Close()
+	var all float64
+	var lines []string
+	for rows.Next() {
+		var calls, nrows int64
+		var exec, plan float64
+		var wal pgtype.Numeric
+		var query string
+		require.NoError(b, rows.Scan(&calls, &nrows, &exec, &plan, &wal, &query))
+		walBytes, _ := wal.Float64Value()
+		all += exec + plan
+		lines = append(lines, fmt.Sprintf("%9.1f ms exec %8.1f ms plan %7d calls %8d rows %7.1f MB WAL  %s", exec, plan, calls, nrows, walBytes.Float64/1e6, query))
+	}
+	require.NoError(b, rows.Err())
+	// Printed, not logged: a benchmark's log is cut after a few lines.
+	fmt.Printf("top %d statements (%.0f ms together):\n%s\n", len(lines), all, strings.Join(lines, "\n"))
 }
