@@ -23,7 +23,9 @@ const maxBackfillOffer = 10_000
 // (jobs.EmbeddingBackfill): it offers the served messages whose passages
 // lack vectors under the active profile as far as the backlog has room,
 // and commits the offer with its successor — or with none, which ends the
-// chain, when a whole walk found nothing to offer.
+// chain, when a whole walk found nothing to offer. With no room in the
+// backlog it snoozes for the backfill interval and walks on from where it
+// was.
 //
 // Its room is MAX_BACKLOG less every outstanding embed job (available,
 // retryable, scheduled or running), not only the available ones a pass
@@ -70,31 +72,33 @@ func (w *EmbeddingBackfillWorker) Work(ctx context.Context, job *river.Job[jobs.
 		var at time.Time
 		room := cfg.MaxBacklog - outstanding
 		if room <= 0 {
+			// Nothing is written: the step snoozes below and comes back as
+			// the same row, so a backlog that stays full adds no row to
+			// River UI per interval.
 			waiting = true
+			return nil
+		}
+		limit := min(room*cfg.BatchSize, maxBackfillOffer)
+		ids, err := searchindex.EmailsAwaitingVectors(ctx, tx, profile, walk.After, limit)
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if _, err := client.InsertManyTx(ctx, tx, embedJobs(ids, cfg.BatchSize)); err != nil {
+				return fmt.Errorf("embedding backfill: offer: %w", err)
+			}
+		}
+		offered = len(ids)
+		switch {
+		case len(ids) == limit:
+			next = jobs.EmbeddingBackfill{Profile: profile, After: ids[len(ids)-1], Offered: true}
+		case walk.Offered || len(ids) > 0:
+			// The walk reached the end having offered something: walk
+			// again later, since an offered message may yet fail.
+			next = jobs.EmbeddingBackfill{Profile: profile, After: uuid.Nil}
 			at = w.deps.Now().Add(interval)
-		} else {
-			limit := min(room*cfg.BatchSize, maxBackfillOffer)
-			ids, err := searchindex.EmailsAwaitingVectors(ctx, tx, profile, walk.After, limit)
-			if err != nil {
-				return err
-			}
-			if len(ids) > 0 {
-				if _, err := client.InsertManyTx(ctx, tx, embedJobs(ids, cfg.BatchSize)); err != nil {
-					return fmt.Errorf("embedding backfill: offer: %w", err)
-				}
-			}
-			offered = len(ids)
-			switch {
-			case len(ids) == limit:
-				next = jobs.EmbeddingBackfill{Profile: profile, After: ids[len(ids)-1], Offered: true}
-			case walk.Offered || len(ids) > 0:
-				// The walk reached the end having offered something: walk
-				// again later, since an offered message may yet fail.
-				next = jobs.EmbeddingBackfill{Profile: profile, After: uuid.Nil}
-				at = w.deps.Now().Add(interval)
-			default:
-				done = true
-			}
+		default:
+			done = true
 		}
 		if !done {
 			if _, err := client.InsertTx(ctx, tx, next, &river.InsertOpts{ScheduledAt: at}); err != nil {
@@ -112,6 +116,7 @@ func (w *EmbeddingBackfillWorker) Work(ctx context.Context, job *river.Job[jobs.
 		logger.InfoContext(ctx, "embedding backfill finished: every served message has vectors under the active profile")
 	case waiting:
 		logger.DebugContext(ctx, "embedding backlog full; the backfill waits for room")
+		return river.JobSnooze(interval)
 	default:
 		logger.InfoContext(ctx, "embedding backfill offered messages", slog.Int("messages", offered))
 	}

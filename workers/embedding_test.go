@@ -5,14 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/jobs"
 )
 
 const craneReport = "From: Harbour Master <master@example.test>\r\n" +
@@ -186,6 +190,30 @@ func TestEmbedding(t *testing.T) {
 			b.makeDue(t, "embedding_backfill")
 			return b.awaiting(t, "test-model") == 0
 		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
+	})
+
+	t.Run("AFullBacklogSnoozesTheBackfillRatherThanAddingRows", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setupSync(t)
+		withEmbedding(t, b, "test-model", 1)
+		b.embedding.MaxBacklog = 1
+		// An embed job an hour away fills the backlog and is not run.
+		client, err := jobqueue.NewInsertClient(b.pool)
+		require.NoError(t, err)
+		_, err = client.Insert(ctx, jobs.EmbedEmail{EmailIDs: []uuid.UUID{uuid.New()}}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		b.start(t)
+		b.waitIdle(t)
+		for range 3 {
+			b.makeDue(t, "embedding_backfill")
+			b.waitIdle(t)
+		}
+		var rows int
+		var state string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*), min(state::text) FROM river_job WHERE kind = 'embedding_backfill'`).Scan(&rows, &state))
+		require.Equal(t, 1, rows, "each step waiting for room is the same row; logs:\n%s", b.logs.String())
+		require.Equal(t, "scheduled", state)
 	})
 
 	t.Run("RemovingAndAddingTheProfileBackLosesNothing", func(t *testing.T) {

@@ -48,10 +48,20 @@ func TestCommandsUseTheRunningEmbeddedDatabase(t *testing.T) {
 	code, stdout, stderr := runCmd(t, env, "migrate")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "schema")
-	code, stdout, stderr = runCmd(t, append(env, "MAILFATHOM_ACCOUNTS_0_ID=primary", "MAILFATHOM_ACCOUNTS_0_HOST=imap.example.test",
-		"MAILFATHOM_ACCOUNTS_0_USERNAME=u", "MAILFATHOM_ACCOUNTS_0_PASSWORD=env:HOME"), "search", "anything")
+	account := append(env, "MAILFATHOM_ACCOUNTS_0_ID=primary", "MAILFATHOM_ACCOUNTS_0_HOST=imap.example.test",
+		"MAILFATHOM_ACCOUNTS_0_USERNAME=u", "MAILFATHOM_ACCOUNTS_0_PASSWORD=env:HOME")
+	code, stdout, stderr = runCmd(t, account, "search", "anything")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "no matching messages")
+	code, stdout, stderr = runCmd(t, account, "status")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "primary/INBOX")
+	code, stdout, stderr = runCmd(t, account, "mutations")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "no mutations")
+	code, _, stderr = runCmd(t, account, "mutate", "mark-read", "0190b5a8-0000-7000-8000-000000000000")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "[EmailUnknown]", "answered from the database, not refused for want of one")
 
 	require.NoError(t, db.Stop(ctx))
 	code, _, stderr = runCmd(t, []string{"MAILFATHOM_EMBEDDED_DATA_DIR=" + dataDir}, "migrate", "-check")

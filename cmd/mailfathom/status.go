@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,8 +51,14 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	if !rep.SyncEnabled {
 		fmt.Fprintln(stdout, "synchronization is disabled (MAILFATHOM_SYNC_ENABLED=false)")
 	}
+	if e := rep.Embedding; e != nil {
+		fmt.Fprintf(stdout, "embedding %s (%d dimensions): %d embed jobs waiting, %d messages awaiting vectors\n",
+			e.Model, e.Dimensions, e.BacklogJobs, e.AwaitingMessages)
+	} else {
+		fmt.Fprintln(stdout, "embedding: no profile (MAILFATHOM_EMBEDDING_PROVIDER_URL is not set)")
+	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ACCOUNT/ALIAS\tMODE\tLAST SUCCESS\tNEXT RUN\tSTORED\tOVERSIZED\tWITHHELD\tTOMBSTONED\tCHECKPOINT\tLAST FAILURE")
+	fmt.Fprintln(w, "ACCOUNT/ALIAS\tMODE\tLAST SUCCESS\tNEXT RUN\tSTORED\tOVERSIZED\tWITHHELD\tTOMBSTONED\tCHECKPOINT\tMUTATIONS P/C/D\tAWAITING VECTORS\tLAST FAILURE")
 	for _, a := range rep.Accounts {
 		next := "none coming"
 		if n := a.NextRun; n != nil {
@@ -74,12 +81,23 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 			} else if a.LastFailure != nil {
 				failure = a.LastFailure.Identity + " (account)"
 			}
-			fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d/%d\t%s\n", a.ID, f.Alias, f.EffectiveMode, last, next,
+			awaiting := "-"
+			if f.AwaitingVectors != nil {
+				awaiting = strconv.FormatInt(*f.AwaitingVectors, 10)
+			}
+			m := f.Mutations
+			fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d/%d\t%s\t%s\n", a.ID, f.Alias, f.EffectiveMode, last, next,
 				f.Messages.Stored, f.Messages.Oversized, f.Messages.Withheld, f.Messages.Tombstoned,
-				f.Checkpoint.UIDValidity, f.Checkpoint.LastSeenUID, failure)
+				f.Checkpoint.UIDValidity, f.Checkpoint.LastSeenUID, m.Pending, m.Converging, m.DeadLettered, awaiting, failure)
 		}
 	}
 	_ = w.Flush()
+	for _, a := range rep.Accounts {
+		if m := a.LastFailedMutation; m != nil {
+			fmt.Fprintf(stdout, "%s: last failed mutation %s (%s, %s), failure code %s at %s\n",
+				a.ID, m.ID, m.Kind, m.State, m.FailureCode, m.At.UTC().Format(time.RFC3339))
+		}
+	}
 	return 0
 }
 

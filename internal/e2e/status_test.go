@@ -89,6 +89,9 @@ func TestStatusView(t *testing.T) {
 	require.NotNil(t, inbox.LastSuccessAgeSeconds)
 	require.NotZero(t, inbox.Checkpoint.UIDValidity)
 	require.EqualValues(t, 5, inbox.Checkpoint.LastSeenUID)
+	require.Zero(t, inbox.Mutations, "no mailbox mutation was asked for")
+	require.Nil(t, rep.Embedding, "no embedding profile is configured")
+	require.Nil(t, inbox.AwaitingVectors)
 
 	bad := byID["refused"]
 	require.Equal(t, "MailAuthenticationRejected", bad.LastFailure.Identity)
@@ -159,6 +162,9 @@ func TestStatusView(t *testing.T) {
 			}
 			require.Equal(t, float64(f.Messages.Stored), metric("mailfathom_folder_stored_messages", "account", a.ID, "alias", f.Alias, "state", "stored"))
 			require.Equal(t, float64(f.Messages.Tombstoned), metric("mailfathom_folder_stored_messages", "account", a.ID, "alias", f.Alias, "state", "tombstoned"))
+			for _, state := range status.MutationStates {
+				require.Equal(t, float64(f.Mutations.ByState(state)), metric("mailfathom_folder_mailbox_mutations_outstanding", "account", a.ID, "alias", f.Alias, "state", state))
+			}
 		}
 	}
 	require.NotContains(t, string(body)+string(out)+string(page), "status-secret")

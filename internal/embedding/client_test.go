@@ -100,6 +100,9 @@ func TestClient(t *testing.T) {
 		noSecret(t, err)
 		id, _ := failure.Identity(err)
 		require.Equal(t, embedding.FailureRequestRefused, id)
+		var se *embedding.StatusError
+		require.ErrorAs(t, err, &se)
+		require.True(t, strings.HasSuffix(se.Error(), " ["+id+"]"), "the text ends with the identity: %v", se)
 		require.Equal(t, 1, refused.srv.Requests(), "a refused key is never repeated")
 	})
 
@@ -149,6 +152,7 @@ func TestClient(t *testing.T) {
 			id, ok := failure.Identity(err)
 			require.True(t, ok)
 			require.Equal(t, want, id)
+			require.True(t, strings.HasSuffix(err.Error(), " ["+want+"]"), "the text ends with the identity: %v", err)
 			require.Equal(t, 1, b.srv.Requests(), "an answer of the wrong shape is not asked for again")
 			require.False(t, strings.Contains(err.Error(), "harbour"), "no text in the error")
 		}

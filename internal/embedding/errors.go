@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // Failure identities of an answer of the wrong shape. They are terminal:
@@ -35,7 +37,7 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("embedding: the provider answered %d %s", e.Status, http.StatusText(e.Status))
+	return failure.Text(fmt.Sprintf("embedding: the provider answered %d %s", e.Status, http.StatusText(e.Status)), e.Identity())
 }
 
 // HTTPStatus implements resilience.HTTPStatuser: the Provider family
@@ -64,7 +66,7 @@ func repeatableStatus(s int) bool { return s == 408 || s == 429 || (s >= 500 && 
 type TransportError struct{ Err error }
 
 func (e *TransportError) Error() string {
-	return "embedding: the provider did not answer: " + e.Err.Error()
+	return failure.Text("embedding: the provider did not answer: "+e.Err.Error(), e.Identity())
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
@@ -83,7 +85,7 @@ type AnswerError struct {
 	Reason string
 }
 
-func (e *AnswerError) Error() string { return "embedding: " + e.Reason + " [" + e.Name + "]" }
+func (e *AnswerError) Error() string { return failure.Text("embedding: "+e.Reason, e.Name) }
 
 // Identity implements failure.Named.
 func (e *AnswerError) Identity() string { return e.Name }

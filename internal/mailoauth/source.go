@@ -107,7 +107,7 @@ func NewSource(o Options) (*Source, error) {
 }
 
 // Token returns an access token for the account keyed account (the
-// pipeline instance: mailendpoint.AccountKey of its ID) whose OAuth block
+// pipeline instance: config.AccountKey of its ID) whose OAuth block
 // is block, in a new slice the caller wipes once it has been sent.
 //
 // It resolves block's references now, returns the account's cached token

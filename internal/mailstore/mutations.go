@@ -511,6 +511,82 @@ func CountOutstandingMutations(ctx context.Context, q Querier) ([]OutstandingMut
 	return out, nil
 }
 
+// FolderMutations is how many of an account's mutations whose source is
+// one folder alias stand in one state that is not Completed.
+type FolderMutations struct {
+	AccountKey string
+	Alias      string
+	State      MutationState
+	Count      int64
+}
+
+// OutstandingMutationsByFolder counts the mutations that are pending,
+// converging or dead-lettered by account, source folder alias (across the
+// alias's bindings) and state. It reads ix_mailbox_mutations_outstanding,
+// never the completed changes.
+func OutstandingMutationsByFolder(ctx context.Context, q Querier) ([]FolderMutations, error) {
+	rows, err := q.Query(ctx, `
+		SELECT a.account_key, f.alias, m.state, count(*)
+		FROM mailbox_mutations m
+		JOIN mail_folders f ON f.id = m.source_mail_folder_id
+		JOIN mailbox_accounts a ON a.id = m.mailbox_account_id
+		WHERE m.state <> 'Completed'
+		GROUP BY a.account_key, f.alias, m.state
+		ORDER BY a.account_key, f.alias, m.state`)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: count outstanding mutations by folder: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FolderMutations, error) {
+		var m FolderMutations
+		var state string
+		err := r.Scan(&m.AccountKey, &m.Alias, &state, &m.Count)
+		m.State = MutationState(state)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: count outstanding mutations by folder: %w", err)
+	}
+	return out, nil
+}
+
+// FailedMutation is the identity of an account's latest failed mutation:
+// no mail, only its id, kind, state, failure code and when it failed.
+type FailedMutation struct {
+	AccountKey  string
+	ID          uuid.UUID
+	Kind        MutationKind
+	State       MutationState
+	FailureCode string
+	At          time.Time
+}
+
+// LastFailedMutations returns, per account, the outstanding mutation that
+// most recently recorded a failure code: a dead-lettered one, or one still
+// pending or converging whose last attempt failed. A completed mutation
+// has no failure, so the read stays on ix_mailbox_mutations_outstanding.
+func LastFailedMutations(ctx context.Context, q Querier) ([]FailedMutation, error) {
+	rows, err := q.Query(ctx, `
+		SELECT DISTINCT ON (m.mailbox_account_id) a.account_key, m.id, m.mutation, m.state, m.failure_code, m.updated_at
+		FROM mailbox_mutations m
+		JOIN mailbox_accounts a ON a.id = m.mailbox_account_id
+		WHERE m.state <> 'Completed' AND m.failure_code IS NOT NULL
+		ORDER BY m.mailbox_account_id, m.updated_at DESC, m.id`)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read the last failed mutations: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FailedMutation, error) {
+		var m FailedMutation
+		var kind, state string
+		err := r.Scan(&m.AccountKey, &m.ID, &kind, &state, &m.FailureCode, &m.At)
+		m.Kind, m.State = MutationKind(kind), MutationState(state)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read the last failed mutations: %w", err)
+	}
+	return out, nil
+}
+
 // ReadBindingByID returns the binding id, and false when there is none.
 func ReadBindingByID(ctx context.Context, q Querier, id int64) (Binding, bool, error) {
 	b, err := scanBinding(q.QueryRow(ctx, `SELECT `+bindingColumns+` FROM mail_folders WHERE id = $1`, id))

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -58,7 +59,7 @@ type RequestError struct {
 	text   string
 }
 
-func (e *RequestError) Error() string { return e.text + " [" + e.Reason + "]" }
+func (e *RequestError) Error() string { return failure.Text(e.text, e.Reason) }
 
 // Identity implements failure.Named.
 func (e *RequestError) Identity() string { return e.Reason }

@@ -158,6 +158,58 @@ func AwaitingPerProfile(ctx context.Context, q Querier) ([]ProfileBacklog, error
 	return out, nil
 }
 
+// FindProfile returns the id of the embedding profile (model, dimensions)
+// and whether it is recorded. Unlike EnsureProfile it never records one,
+// so a read-only caller (the status view) leaves the database as it is.
+func FindProfile(ctx context.Context, q Querier, model string, dimensions int) (int16, bool, error) {
+	var id int16
+	err := q.QueryRow(ctx, `SELECT id FROM embedding_profiles WHERE model = $1 AND dimensions = $2`,
+		model, dimensions).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("searchindex: find the embedding profile: %w", err)
+	}
+	return id, true, nil
+}
+
+// FolderBacklog is how many served messages of one account's folder alias
+// await vectors under a profile.
+type FolderBacklog struct {
+	AccountKey string
+	Alias      string
+	Awaiting   int64
+}
+
+// AwaitingVectorsByFolder counts, per account and folder alias (across the
+// alias's bindings), the served messages with a passage that has no vector
+// under profile; a folder with none is left out. A profile that is not
+// recorded (0) has no vectors, so every message with passages awaits. The
+// sum over the folders is what AwaitingPerProfile counts for profile.
+func AwaitingVectorsByFolder(ctx context.Context, q Querier, profile int16) ([]FolderBacklog, error) {
+	rows, err := q.Query(ctx, `
+		SELECT a.account_key, f.alias, count(*)
+		FROM served_stored_emails e
+		JOIN mail_folders f ON f.id = e.mail_folder_id
+		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
+		WHERE EXISTS (SELECT 1 FROM email_passages p
+		              WHERE p.stored_email_id = e.id
+		                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
+		                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal
+		                                  AND v.profile_id = $1))
+		GROUP BY a.account_key, f.alias
+		ORDER BY a.account_key, f.alias`, profile)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FolderBacklog])
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
+	}
+	return out, nil
+}
+
 // Signature is the binary quantization of v: bit i is set when v[i] > 0.
 // The Hamming distance of two signatures approximates the angle between
 // their vectors, which is what makes the signature scan a fast first cut.

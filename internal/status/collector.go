@@ -14,6 +14,7 @@ type Collector struct {
 	opts Options
 
 	failures, backoff, handled, messages, lastPass, lastSuccess *prometheus.Desc
+	mutations, awaiting                                         *prometheus.Desc
 }
 
 // NewCollector returns a collector reading q with opts.
@@ -38,12 +39,18 @@ func NewCollector(q Querier, opts Options) *Collector {
 		lastSuccess: prometheus.NewDesc("mailfathom_folder_last_success_age_seconds",
 			"Seconds since a forward pass last walked the folder alias to its end: the figure to alert on.",
 			[]string{"account", "alias"}, nil),
+		mutations: prometheus.NewDesc("mailfathom_folder_mailbox_mutations_outstanding",
+			"Mailbox mutations not completed whose source is the folder alias, by state: pending, converging, dead-lettered.",
+			[]string{"account", "alias", "state"}, nil),
+		awaiting: prometheus.NewDesc("mailfathom_folder_messages_awaiting_vectors",
+			"Served messages of the folder alias with a passage that has no vector under the active embedding profile; absent when no profile is configured.",
+			[]string{"account", "alias"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.failures, c.backoff, c.handled, c.messages, c.lastPass, c.lastSuccess} {
+	for _, d := range []*prometheus.Desc{c.failures, c.backoff, c.handled, c.messages, c.lastPass, c.lastSuccess, c.mutations, c.awaiting} {
 		ch <- d
 	}
 }
@@ -78,6 +85,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if f.LastSuccessAgeSeconds != nil {
 				ch <- prometheus.MustNewConstMetric(c.lastSuccess, prometheus.GaugeValue, *f.LastSuccessAgeSeconds, a.ID, f.Alias)
+			}
+			for _, state := range MutationStates {
+				ch <- prometheus.MustNewConstMetric(c.mutations, prometheus.GaugeValue, float64(f.Mutations.ByState(state)), a.ID, f.Alias, state)
+			}
+			if f.AwaitingVectors != nil {
+				ch <- prometheus.MustNewConstMetric(c.awaiting, prometheus.GaugeValue, float64(*f.AwaitingVectors), a.ID, f.Alias)
 			}
 		}
 	}

@@ -82,15 +82,18 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f
 <body><h1>MailFathom status</h1>
 <p>As of {{.GeneratedAt.Format "2006-01-02 15:04:05 MST"}}. Synchronization {{if .SyncEnabled}}enabled{{else}}disabled{{end}}.
 <a href="/api/v1/status">JSON</a> · <a href="/riverui/">River UI</a></p>
+<p>{{with .Embedding}}Embedding {{.Model}} ({{.Dimensions}} dimensions): {{.BacklogJobs}} embed job(s) waiting, {{.AwaitingMessages}} message(s) awaiting vectors.{{else}}Embedding: no profile configured.{{end}}</p>
 {{range .Accounts}}<h2>{{.ID}}</h2>
 <p>Mode {{.ConfiguredMode}}.
 {{with .NextRun}}Next run: {{.Why}}{{if gt .InSeconds 0.0}}, in {{in .InSeconds}}{{end}}.{{else}}No run is coming.{{end}}
 {{if .ConsecutiveFailures}}<span class="bad">{{.ConsecutiveFailures}} failed run(s) in a row; backoff {{in .BackoffSeconds}}.</span>{{end}}
-{{with .LastFailure}}Last failure: <span class="bad">{{.Identity}}</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}</p>
-<table><tr><th>Alias</th><th>Mode</th><th>Last successful pass</th><th>Stored</th><th>Oversized</th><th>Withheld</th><th>Tombstoned</th><th>Checkpoint (UIDVALIDITY/UID)</th><th>Last failure</th></tr>
+{{with .LastFailure}}Last failure: <span class="bad">{{.Identity}}</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}
+{{with .LastFailedMutation}}Last failed mutation: <span class="bad">{{.ID}} ({{.Kind}}, {{.State}}, code {{.FailureCode}})</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}</p>
+<table><tr><th>Alias</th><th>Mode</th><th>Last successful pass</th><th>Stored</th><th>Oversized</th><th>Withheld</th><th>Tombstoned</th><th>Checkpoint (UIDVALIDITY/UID)</th><th>Mutations pending/converging/dead-lettered</th><th>Awaiting vectors</th><th>Last failure</th></tr>
 {{range .Folders}}<tr><td>{{.Alias}}</td><td>{{.EffectiveMode}}</td><td>{{age .LastSuccessAgeSeconds}}</td>
 <td>{{.Messages.Stored}}</td><td>{{.Messages.Oversized}}</td><td>{{.Messages.Withheld}}</td><td>{{.Messages.Tombstoned}}</td>
-<td>{{.Checkpoint.UIDValidity}}/{{.Checkpoint.LastSeenUID}}</td><td>{{with .LastFailure}}<span class="bad">{{.Identity}}</span>{{end}}</td></tr>
+<td>{{.Checkpoint.UIDValidity}}/{{.Checkpoint.LastSeenUID}}</td>
+<td>{{.Mutations.Pending}}/{{.Mutations.Converging}}/{{if .Mutations.DeadLettered}}<span class="bad">{{.Mutations.DeadLettered}}</span>{{else}}0{{end}}</td><td>{{with .AwaitingVectors}}{{.}}{{else}}-{{end}}</td><td>{{with .LastFailure}}<span class="bad">{{.Identity}}</span>{{end}}</td></tr>
 {{end}}</table>{{end}}
 </body></html>
 `))

@@ -1,7 +1,8 @@
 // Package status answers what an operator asks first, per configured
 // account and folder alias: which mode it runs in, when it last
 // synchronized, when it runs next and why then, what is stored, how far it
-// got and what last failed. `mailfathom status`, GET /api/v1/status, the
+// got and what last failed, which of its mailbox mutations are not
+// finished, and how many of its messages await embedding. `mailfathom status`, GET /api/v1/status, the
 // /status page and the run metrics on /metrics all read one Report, so
 // they cannot disagree.
 //
@@ -21,6 +22,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -35,8 +37,78 @@ type Querier interface {
 type Report struct {
 	GeneratedAt time.Time `json:"generated_at"`
 	// SyncEnabled is MAILFATHOM_SYNC_ENABLED.
-	SyncEnabled bool      `json:"sync_enabled"`
-	Accounts    []Account `json:"accounts"`
+	SyncEnabled bool `json:"sync_enabled"`
+	// Embedding is the embedding backlog under the active profile; nil
+	// when no profile is configured (MAILFATHOM_EMBEDDING_PROVIDER_URL).
+	Embedding *Embedding `json:"embedding,omitempty"`
+	Accounts  []Account  `json:"accounts"`
+}
+
+// Embedding is the embedding backlog under the active profile.
+type Embedding struct {
+	// Model and Dimensions are the active profile's identity, as
+	// configured.
+	Model      string `json:"model"`
+	Dimensions int    `json:"dimensions"`
+	// ProfileID is the recorded profile's id, 0 until the first embed job
+	// or semantic search records it.
+	ProfileID int16 `json:"profile_id"`
+	// BacklogJobs counts the embed jobs waiting to run (available) on the
+	// embeddings queue, counted no further than a million.
+	BacklogJobs int `json:"backlog_jobs"`
+	// AwaitingMessages counts the served messages, of every account, with
+	// a passage that has no vector under the profile.
+	AwaitingMessages int64 `json:"awaiting_messages"`
+}
+
+// Mutations counts the mailbox mutations that are recorded and not
+// completed, by state.
+type Mutations struct {
+	// Pending: not yet attempted, or to be attempted again.
+	Pending int64 `json:"pending"`
+	// Converging: every command answered; synchronization has yet to see
+	// the result.
+	Converging int64 `json:"converging"`
+	// DeadLettered: given up on; kept for an operator to look at.
+	DeadLettered int64 `json:"dead_lettered"`
+}
+
+// MutationStates are the state labels of the outstanding mutation
+// metrics, in the order of Mutations' fields.
+var MutationStates = []string{"pending", "converging", "dead-lettered"}
+
+// ByState returns the count of state, one of MutationStates.
+func (m Mutations) ByState(state string) int64 {
+	switch state {
+	case "pending":
+		return m.Pending
+	case "converging":
+		return m.Converging
+	case "dead-lettered":
+		return m.DeadLettered
+	}
+	return 0
+}
+
+func (m *Mutations) add(state mailstore.MutationState, n int64) {
+	switch state {
+	case mailstore.MutationPending:
+		m.Pending += n
+	case mailstore.MutationConverging:
+		m.Converging += n
+	case mailstore.MutationDeadLettered:
+		m.DeadLettered += n
+	}
+}
+
+// FailedMutation identifies an account's latest failed mutation: its id,
+// kind, state and five-digit failure code; never the mail it concerns.
+type FailedMutation struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"`
+	State       string    `json:"state"`
+	FailureCode string    `json:"failure_code"`
+	At          time.Time `json:"at"`
 }
 
 // Account is one configured account's status.
@@ -54,7 +126,16 @@ type Account struct {
 	// none (synchronization disabled, or about to be repaired).
 	NextRun     *NextRun `json:"next_run,omitempty"`
 	LastFailure *Failure `json:"last_failure,omitempty"`
-	Folders     []Folder `json:"folders"`
+	// Mutations counts the account's outstanding mailbox mutations,
+	// whichever folder they come from.
+	Mutations Mutations `json:"mutations"`
+	// LastFailedMutation is the outstanding mutation that most recently
+	// failed; nil when none has.
+	LastFailedMutation *FailedMutation `json:"last_failed_mutation,omitempty"`
+	// AwaitingVectors counts the account's served messages awaiting
+	// vectors under the active profile; nil when no profile is configured.
+	AwaitingVectors *int64   `json:"awaiting_vectors,omitempty"`
+	Folders         []Folder `json:"folders"`
 }
 
 // Why a next run is when it is.
@@ -102,6 +183,12 @@ type Folder struct {
 	// Handled counts what the forward passes did, cumulatively, by outcome.
 	Handled     map[string]int `json:"handled"`
 	LastFailure *Failure       `json:"last_failure,omitempty"`
+	// Mutations counts the outstanding mailbox mutations whose source is
+	// this alias.
+	Mutations Mutations `json:"mutations"`
+	// AwaitingVectors counts the alias's served messages awaiting vectors
+	// under the active profile; nil when no profile is configured.
+	AwaitingVectors *int64 `json:"awaiting_vectors,omitempty"`
 }
 
 // Checkpoint is how far the folder's latest binding got.
@@ -149,6 +236,20 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 	if err != nil {
 		return r, err
 	}
+	mutations, err := mailstore.OutstandingMutationsByFolder(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	failedMutations, err := mailstore.LastFailedMutations(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	var backlog []searchindex.FolderBacklog
+	if e := cfg.Embedding; e.Configured() {
+		if r.Embedding, backlog, err = readEmbedding(ctx, q, e); err != nil {
+			return r, err
+		}
+	}
 	accountStates := map[string]mailstore.AccountState{}
 	for _, st := range states {
 		accountStates[st.AccountKey] = st
@@ -162,6 +263,32 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 	for _, c := range contents {
 		content[folderKey{c.AccountKey, c.Alias}] = c
 	}
+	folderMutations := map[folderKey]Mutations{}
+	accountMutations := map[string]Mutations{}
+	for _, m := range mutations {
+		fm, am := folderMutations[folderKey{m.AccountKey, m.Alias}], accountMutations[m.AccountKey]
+		fm.add(m.State, m.Count)
+		am.add(m.State, m.Count)
+		folderMutations[folderKey{m.AccountKey, m.Alias}], accountMutations[m.AccountKey] = fm, am
+	}
+	lastFailedMutation := map[string]*FailedMutation{}
+	for _, m := range failedMutations {
+		lastFailedMutation[m.AccountKey] = &FailedMutation{
+			ID: m.ID.String(), Kind: string(m.Kind), State: string(m.State), FailureCode: m.FailureCode, At: m.At,
+		}
+	}
+	folderBacklog := map[folderKey]int64{}
+	accountBacklog := map[string]int64{}
+	for _, b := range backlog {
+		folderBacklog[folderKey{b.AccountKey, b.Alias}] = b.Awaiting
+		accountBacklog[b.AccountKey] += b.Awaiting
+	}
+	awaiting := func(n int64) *int64 {
+		if r.Embedding == nil {
+			return nil
+		}
+		return &n
+	}
 
 	for _, a := range cfg.Accounts {
 		key := config.AccountKey(a.ID)
@@ -173,6 +300,8 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		acct := Account{
 			ID: a.ID, ConfiguredMode: string(a.Mode), ConsecutiveFailures: failures,
 			BackoffSeconds: opts.Backoff(failures).Seconds(), Folders: []Folder{},
+			Mutations: accountMutations[key], LastFailedMutation: lastFailedMutation[key],
+			AwaitingVectors: awaiting(accountBacklog[key]),
 		}
 		if st.LastFailureAt != nil {
 			acct.LastFailure = &Failure{Identity: st.LastFailureIdentity, At: *st.LastFailureAt}
@@ -193,6 +322,7 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 				Checkpoint: Checkpoint{UIDValidity: c.UIDValidity, LastSeenUID: c.LastSeenUID},
 				Messages:   Messages{Stored: c.Stored, Oversized: c.Oversized, Withheld: c.Withheld, Tombstoned: c.Tombstoned},
 				Handled:    handled(fs.Counts),
+				Mutations:  folderMutations[k], AwaitingVectors: awaiting(folderBacklog[k]),
 			}
 			f.LastPassAt, f.LastPassAgeSeconds = at(fs.LastPassAt, r.GeneratedAt)
 			f.LastSuccessAt, f.LastSuccessAgeSeconds = at(fs.LastSuccessAt, r.GeneratedAt)
@@ -204,6 +334,33 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		r.Accounts = append(r.Accounts, acct)
 	}
 	return r, nil
+}
+
+// backlogCountCap bounds the embed jobs counted, so a read never walks an
+// unbounded queue.
+const backlogCountCap = 1_000_000
+
+// readEmbedding reads the backlog under e's profile without recording the
+// profile: one not yet recorded has no vectors, so every message with
+// passages awaits them.
+func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embedding, []searchindex.FolderBacklog, error) {
+	id, _, err := searchindex.FindProfile(ctx, q, e.Model, e.Dimensions)
+	if err != nil {
+		return nil, nil, err
+	}
+	jobsWaiting, err := jobqueue.AvailableJobs(ctx, q, jobs.QueueEmbeddings, jobs.EmbedEmail{}.Kind(), backlogCountCap)
+	if err != nil {
+		return nil, nil, err
+	}
+	backlog, err := searchindex.AwaitingVectorsByFolder(ctx, q, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	emb := &Embedding{Model: e.Model, Dimensions: e.Dimensions, ProfileID: id, BacklogJobs: jobsWaiting}
+	for _, b := range backlog {
+		emb.AwaitingMessages += b.Awaiting
+	}
+	return emb, backlog, nil
 }
 
 // aliases returns the account's configured folder aliases, in order: the

@@ -1,0 +1,266 @@
+package status_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/embedding"
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/jobs"
+	"github.com/mailfathom/mailfathom/mimex"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestOutstandingWork: the status view reports, per account and folder
+// alias, the mailbox mutations that are not completed and the messages
+// awaiting vectors, and its figures are the ones /metrics carries — per
+// folder from the status collector, and in total from the mutation and
+// embedding collectors.
+func TestOutstandingWork(t *testing.T) {
+	t.Parallel()
+	const dims = 8
+
+	type testBundle struct {
+		ctx    context.Context
+		pool   *pgxpool.Pool
+		emails []uuid.UUID
+	}
+	// setup stores three messages with passages in primary's inbox and
+	// none for other.
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		t.Cleanup(cancel)
+		pool := dbtest.Pool(t)
+		accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+		require.NoError(t, err)
+		b := &testBundle{ctx: ctx, pool: pool}
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			inbox, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, config.DefaultFolderAlias, "INBOX", "/")
+			if err != nil {
+				return err
+			}
+			for i, subject := range []string{"Harbour crane", "Lunch", "Budget"} {
+				raw := []byte("Subject: " + subject + "\r\nContent-Type: text/plain\r\n\r\nBody " + subject + "\r\n")
+				rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
+				id, err := searchindex.WriteOccurrence(ctx, tx, mailstore.Occurrence{AccountID: accountID, FolderID: inbox.ID,
+					UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw}, &rec)
+				if err != nil {
+					return err
+				}
+				b.emails = append(b.emails, id)
+			}
+			return nil
+		}))
+		return b
+	}
+	load := func(t *testing.T, extra ...string) *config.Config {
+		t.Helper()
+		env := []string{"MAILFATHOM_SYNC_ENABLED=false"}
+		for i, id := range []string{"primary", "other"} {
+			p := fmt.Sprintf("MAILFATHOM_ACCOUNTS_%d_", i)
+			env = append(env, p+"ID="+id, p+"HOST=imap.example.test", p+"USERNAME=user", p+"PASSWORD=env:UNUSED")
+		}
+		cfg, err := config.Load(append(env, extra...))
+		require.NoError(t, err)
+		return cfg
+	}
+	read := func(t *testing.T, b *testBundle, cfg *config.Config) (status.Report, map[string]float64) {
+		t.Helper()
+		opts := status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}
+		rep, err := status.Read(b.ctx, b.pool, opts)
+		require.NoError(t, err)
+		reg := prometheus.NewPedanticRegistry()
+		require.NoError(t, reg.Register(status.NewCollector(b.pool, opts)))
+		require.NoError(t, reg.Register(mutation.NewCollector(b.pool)))
+		if cfg.Embedding.Configured() {
+			require.NoError(t, reg.Register(embedding.NewCollector(b.pool)))
+		}
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		metrics := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				metrics[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+		return rep, metrics
+	}
+	// inStep requires that every outstanding-work figure of rep is the
+	// one metrics carries.
+	inStep := func(t *testing.T, rep status.Report, metrics map[string]float64) {
+		t.Helper()
+		total := map[string]float64{}
+		for _, a := range rep.Accounts {
+			for _, f := range a.Folders {
+				for _, state := range status.MutationStates {
+					key := fmt.Sprintf("mailfathom_folder_mailbox_mutations_outstanding{account=%q,alias=%q,state=%q}", a.ID, f.Alias, state)
+					require.Contains(t, metrics, key)
+					require.Equal(t, float64(f.Mutations.ByState(state)), metrics[key], key)
+				}
+				key := fmt.Sprintf("mailfathom_folder_messages_awaiting_vectors{account=%q,alias=%q}", a.ID, f.Alias)
+				if f.AwaitingVectors == nil {
+					require.NotContains(t, metrics, key)
+					continue
+				}
+				require.Equal(t, float64(*f.AwaitingVectors), metrics[key], key)
+			}
+			for _, state := range status.MutationStates {
+				total[state] += float64(a.Mutations.ByState(state))
+			}
+		}
+		for _, state := range status.MutationStates {
+			var sum float64
+			for name, v := range metrics {
+				if strings.HasPrefix(name, "mailfathom_mailbox_mutations_outstanding{") && strings.Contains(name, fmt.Sprintf("state=%q", state)) {
+					sum += v
+				}
+			}
+			require.Equal(t, total[state], sum, state)
+		}
+		e := rep.Embedding
+		if e == nil {
+			require.NotContains(t, metrics, "mailfathom_embedding_backlog_jobs{}")
+			return
+		}
+		require.Equal(t, float64(e.BacklogJobs), metrics["mailfathom_embedding_backlog_jobs{}"])
+		if e.ProfileID != 0 {
+			key := fmt.Sprintf("mailfathom_embedding_messages_awaiting_vectors{dimensions=%q,model=%q,profile=%q}",
+				strconv.Itoa(e.Dimensions), e.Model, strconv.Itoa(int(e.ProfileID)))
+			require.Contains(t, metrics, key)
+			require.Equal(t, float64(e.AwaitingMessages), metrics[key])
+		}
+	}
+	account := func(t *testing.T, rep status.Report, id string) status.Account {
+		t.Helper()
+		for _, a := range rep.Accounts {
+			if a.ID == id {
+				return a
+			}
+		}
+		t.Fatalf("no account %s", id)
+		return status.Account{}
+	}
+
+	t.Run("MutationsByState", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		now := time.Now()
+		record := func(email uuid.UUID, kind mailstore.MutationKind, request string) uuid.UUID {
+			m, _, err := mailstore.RecordMutation(b.ctx, b.pool, mailstore.MutationRequest{EmailID: email, Kind: kind, RequestID: request}, now)
+			require.NoError(t, err)
+			return m.ID
+		}
+		record(b.emails[0], mailstore.MutationMarkRead, "pending")
+		stuck := record(b.emails[1], mailstore.MutationMarkUnread, "stuck")
+		require.NoError(t, mailstore.FailMutation(b.ctx, b.pool, stuck, mutation.CodeMailboxUnavailable, now.Add(time.Second)))
+		dead := record(b.emails[1], mailstore.MutationDelete, "dead")
+		require.NoError(t, mailstore.FinishMutation(b.ctx, b.pool, dead, mailstore.MutationDeadLettered, mutation.CodeNoSafeWay, now.Add(2*time.Second)))
+		done := record(b.emails[2], mailstore.MutationMarkRead, "done")
+		require.NoError(t, mailstore.FinishMutation(b.ctx, b.pool, done, mailstore.MutationCompleted, "", now.Add(3*time.Second)))
+
+		rep, metrics := read(t, b, load(t))
+		primary := account(t, rep, "primary")
+		want := status.Mutations{Pending: 2, DeadLettered: 1}
+		require.Equal(t, want, primary.Mutations, "a completed change is not outstanding")
+		require.Equal(t, want, primary.Folders[0].Mutations)
+		require.NotNil(t, primary.LastFailedMutation)
+		require.Equal(t, dead.String(), primary.LastFailedMutation.ID, "the latest failure")
+		require.Equal(t, mutation.CodeNoSafeWay, primary.LastFailedMutation.FailureCode)
+		require.Equal(t, string(mailstore.MutationDeadLettered), primary.LastFailedMutation.State)
+		other := account(t, rep, "other")
+		require.Zero(t, other.Mutations)
+		require.Nil(t, other.LastFailedMutation)
+		require.Nil(t, rep.Embedding, "no profile is configured")
+		require.Nil(t, primary.AwaitingVectors)
+		inStep(t, rep, metrics)
+
+		// The page shows them too.
+		h := status.NewHandler(b.pool, status.Options{Config: load(t), Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
+		mux := http.NewServeMux()
+		h.Mount(mux, func(h http.Handler) http.Handler { return h })
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		resp, err := http.Get(srv.URL + "/status")
+		require.NoError(t, err)
+		page, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Contains(t, string(page), "code "+mutation.CodeNoSafeWay)
+		require.Contains(t, string(page), "Embedding: no profile configured.")
+	})
+
+	t.Run("EmbeddingBacklog", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cfg := load(t, "MAILFATHOM_EMBEDDING_PROVIDER_URL=http://127.0.0.1:1",
+			"MAILFATHOM_EMBEDDING_MODEL=test-model", "MAILFATHOM_EMBEDDING_DIMENSIONS="+strconv.Itoa(dims))
+
+		// Before anything was embedded the profile is not recorded, and
+		// reading the status does not record it: every message awaits.
+		rep, metrics := read(t, b, cfg)
+		require.NotNil(t, rep.Embedding)
+		require.Zero(t, rep.Embedding.ProfileID)
+		require.EqualValues(t, 3, rep.Embedding.AwaitingMessages)
+		primary := account(t, rep, "primary")
+		require.EqualValues(t, 3, *primary.AwaitingVectors)
+		require.EqualValues(t, 3, *primary.Folders[0].AwaitingVectors)
+		require.EqualValues(t, 0, *account(t, rep, "other").AwaitingVectors)
+		inStep(t, rep, metrics)
+		_, recorded, err := searchindex.FindProfile(b.ctx, b.pool, "test-model", dims)
+		require.NoError(t, err)
+		require.False(t, recorded)
+
+		// One message embedded, two embed jobs waiting.
+		profile, err := searchindex.EnsureProfile(b.ctx, b.pool, "test-model", dims)
+		require.NoError(t, err)
+		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, profile, b.emails[:1])
+		require.NoError(t, err)
+		var vs []searchindex.PassageVector
+		for _, p := range pending {
+			vs = append(vs, searchindex.PassageVector{Passage: p, Vector: embedtest.Embed(p.Text, dims)})
+		}
+		_, err = searchindex.WriteVectors(b.ctx, b.pool, profile, vs)
+		require.NoError(t, err)
+		client, err := jobqueue.NewInsertClient(b.pool)
+		require.NoError(t, err)
+		for _, id := range b.emails[1:] {
+			_, err := client.Insert(b.ctx, jobs.EmbedEmail{EmailIDs: []uuid.UUID{id}}, nil)
+			require.NoError(t, err)
+		}
+
+		rep, metrics = read(t, b, cfg)
+		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, BacklogJobs: 2, AwaitingMessages: 2}, rep.Embedding)
+		primary = account(t, rep, "primary")
+		require.EqualValues(t, 2, *primary.AwaitingVectors)
+		require.EqualValues(t, 2, *primary.Folders[0].AwaitingVectors)
+		inStep(t, rep, metrics)
+	})
+}

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS ix_mailbox_mutations_outstanding;
