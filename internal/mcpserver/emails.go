@@ -181,10 +181,10 @@ type attachmentOut struct {
 
 type getEmailOut struct {
 	emailOut
-	MessageID    string           `json:"message_id,omitempty"`
-	InReplyTo    []string         `json:"in_reply_to"`
-	Participants []participantOut `json:"participants"`
-	Attachments  []attachmentOut  `json:"attachment_list" jsonschema:"what the attachments are; their content is never answered"`
+	MessageID      string           `json:"message_id,omitempty"`
+	InReplyTo      []string         `json:"in_reply_to"`
+	Participants   []participantOut `json:"participants"`
+	AttachmentList []attachmentOut  `json:"attachment_list" jsonschema:"what the attachments are; their content is never answered"`
 	// Body is the trimmed body text, at most MaxCharacters characters.
 	Body           string `json:"body" jsonschema:"the body text, without quoted history and signatures"`
 	BodyCharacters int    `json:"body_characters" jsonschema:"the length of the whole trimmed body text, in characters"`
@@ -302,14 +302,14 @@ func (s *server) getEmail(ctx context.Context, in getEmailIn) (getEmailOut, int,
 	}
 	out := getEmailOut{
 		emailOut: emailOf(e.EmailSummary), MessageID: e.MessageID, InReplyTo: nonNil(e.InReplyTo),
-		Participants: []participantOut{}, Attachments: []attachmentOut{},
+		Participants: []participantOut{}, AttachmentList: []attachmentOut{},
 		TextSource: e.TextSource, Lossy: e.Lossy && e.TextSource == "HtmlDerived", Content: e.Availability,
 	}
 	for _, p := range e.Participants {
 		out.Participants = append(out.Participants, participantOut{Role: p.Role, Address: p.Address, Name: p.Name})
 	}
 	for _, a := range e.Attachments {
-		out.Attachments = append(out.Attachments, attachmentOut{FileName: printable(a.FileName), MediaType: a.MediaType,
+		out.AttachmentList = append(out.AttachmentList, attachmentOut{FileName: printable(a.FileName), MediaType: a.MediaType,
 			Bytes: a.DecodedBytes, Inline: strings.EqualFold(a.Disposition, "inline")})
 	}
 	limit := in.MaxCharacters
