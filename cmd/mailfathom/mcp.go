@@ -50,12 +50,16 @@ func mcpCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdout
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 		return 1
 	}
+	if len(cfg.Accounts) == 0 {
+		logger.WarnContext(ctx, "no account is configured, so no mail is served; the same MAILFATHOM_ACCOUNTS_<i>_* variables serve uses must be set for mcp too")
+	}
 	logger.InfoContext(ctx, "serving MCP over stdio", "accounts", len(cfg.Accounts))
 	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "mailfathom: mcp: %T\n", err)
+		logger.ErrorContext(ctx, "the MCP session ended with an error", "error_type", fmt.Sprintf("%T", err))
 		return 1
 	}
+	logger.InfoContext(ctx, "the MCP client closed the session")
 	return 0
 }
 

@@ -152,8 +152,9 @@ func TestMCP(t *testing.T) {
 	b.env["MAILFATHOM_MCP_MAX_CHARACTERS"] = "500"
 
 	p := b.start(t, "serve")
-	b.waitSynced(t, p, total, time.Minute)
-	require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 50*time.Millisecond)
+	b.waitSynced(t, p, total, 2*time.Minute)
+	require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, 2*time.Minute, 50*time.Millisecond,
+		"the synchronized mail was not embedded; log:\n%s", tailLines(p.rawLog(), 30))
 	addr := p.addr(t)
 
 	ctx := t.Context()
@@ -211,7 +212,7 @@ func TestMCP(t *testing.T) {
 		for _, m := range []mcpMutation{first, copied, read, unread, deleted} {
 			require.Eventually(t, func() bool {
 				return mcpCall[mcpMutation](t, httpSession, "get_mutation", map[string]any{"mutation_id": m.ID}).State == "completed"
-			}, time.Minute, 100*time.Millisecond, "%s never completed; log:\n%s", m.Kind, tailLines(p.rawLog(), 30))
+			}, 2*time.Minute, 100*time.Millisecond, "%s never completed; log:\n%s", m.Kind, tailLines(p.rawLog(), 30))
 		}
 		// Asked a third time once done, the move is still the one change.
 		third := mcpCall[mcpMutation](t, stdioSession, "move_email", move)
@@ -263,6 +264,8 @@ func TestMCP(t *testing.T) {
 	})
 
 	require.NoError(t, stdioSession.Close())
+	require.NotNil(t, cmd.ProcessState)
+	require.Equal(t, 0, cmd.ProcessState.ExitCode(), "mailfathom mcp ends cleanly when the client closes stdin:\n%s", stdioLog.String())
 	metrics := mcpGet(t, "http://"+addr+"/metrics")
 	require.Contains(t, metrics, `mailfathom_mcp_tool_calls_total{outcome="ok",tool="search_emails",transport="http"}`)
 	p.stop(t)
