@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -93,26 +94,17 @@ func (s *server) record(ctx context.Context, kind, email, destination, requestID
 	return mutationOut{View: mutation.ViewOf(m), Created: created}, 1, nil
 }
 
-func (s *server) getMutation(ctx context.Context, in mutationIDIn) (mutationOut, int, error) {
+func (s *server) getMutation(ctx context.Context, in mutationIDIn) (mutation.View, int, error) {
 	id, err := uuid.Parse(strings.TrimSpace(in.MutationID))
 	if err != nil {
-		return mutationOut{}, 0, refusef("mutation_id must be an id a change tool answered")
+		return mutation.View{}, 0, refusef("mutation_id must be an id a change tool answered")
 	}
 	m, found, err := mailstore.ReadMutation(ctx, s.Pool, id)
 	if err != nil {
-		return mutationOut{}, 0, err
+		return mutation.View{}, 0, err
 	}
-	if !found || !containsKey(s.accounts, m.AccountKey) {
-		return mutationOut{}, 0, refusef("no change has this mutation_id")
+	if !found || !slices.Contains(s.accounts, m.AccountKey) {
+		return mutation.View{}, 0, refusef("no change has this mutation_id")
 	}
-	return mutationOut{View: mutation.ViewOf(m), Created: true}, 1, nil
-}
-
-func containsKey(keys []string, k string) bool {
-	for _, key := range keys {
-		if key == k {
-			return true
-		}
-	}
-	return false
+	return mutation.ViewOf(m), 1, nil
 }
