@@ -130,7 +130,8 @@ func (a basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
 // the listings, the pagination, search in each mode, reading a message and
 // its conversation, each tool's errors, and the changes, a move asked
 // three times under one request id moving the message on the server once.
-// /mcp refuses a caller without River UI's password, and nothing of the
+// /mcp refuses a caller without River UI's password or naming another
+// host on the loopback address, and nothing of the
 // mail asked for or answered reaches the logs, the metrics or the jobs.
 func TestMCP(t *testing.T) {
 	t.Parallel()
@@ -246,7 +247,7 @@ func TestMCP(t *testing.T) {
 		}
 	})
 
-	t.Run("HTTPNeedsThePassword", func(t *testing.T) {
+	t.Run("HTTPNeedsThePasswordAndALoopbackHost", func(t *testing.T) {
 		for _, auth := range []*basicAuth{nil, {"admin", "wrong"}} {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/mcp",
 				strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -261,6 +262,19 @@ func TestMCP(t *testing.T) {
 			resp.Body.Close()
 			require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 		}
+		// A page that rebinds a name to the loopback address is refused,
+		// credentials or not.
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		require.NoError(t, err)
+		req.Host = "mail.example.test"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.SetBasicAuth("admin", "mcp-ui-password")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	})
 
 	require.NoError(t, stdioSession.Close())
