@@ -11,6 +11,7 @@
 //	mailfathom status          each account's and folder's synchronization status
 //	mailfathom mutate KIND ID  ask for a change to one stored email (move, copy, delete, mark-read, mark-unread)
 //	mailfathom mutations       list the changes asked for and where each stands
+//	mailfathom mcp             serve the stored mail to an AI assistant over MCP (stdio)
 //	mailfathom check-config    validate the MAILFATHOM_ environment
 //	mailfathom probe URL       exit 0 when URL answers 200 OK
 //
@@ -47,6 +48,7 @@ commands:
                    ask for a change to one stored email (EMAIL_ID as search prints it)
   mutations [-account ID] [-state pending|converging|completed|dead-lettered]
                    list the mailbox changes asked for and where each stands
+  mcp              serve the stored mail to an AI assistant over the Model Context Protocol on stdin/stdout
   check-config     validate the MAILFATHOM_ environment variables and report every problem
   probe URL        exit 0 when URL answers 200 OK (container health checks)
 `
@@ -74,6 +76,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return mutateCmd(ctx, args[1:], environ, stdout, stderr)
 	case "mutations":
 		return mutationsCmd(ctx, args[1:], environ, stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, args[1:], environ, os.Stdin, stdout, stderr)
 	case "probe":
 		return probe(ctx, args[1:], stderr)
 	case "help", "-h", "--help":

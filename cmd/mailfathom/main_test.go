@@ -53,11 +53,14 @@ func TestStartupRefusesBadConfiguration(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			for _, cmd := range []string{"serve", "check-config", "migrate"} {
+			for _, cmd := range []string{"serve", "check-config", "migrate", "mcp"} {
 				code, stdout, stderr := runCmd(t, tc.env, cmd)
 				require.Equal(t, 1, code, cmd)
 				require.Contains(t, stderr, tc.variable, cmd)
 				require.NotContains(t, stderr+stdout, sentinel, cmd)
+				if cmd == "mcp" {
+					require.Empty(t, stdout, "stdout is the protocol's channel: the refusal goes to stderr")
+				}
 			}
 		})
 	}

@@ -114,4 +114,16 @@ func TestMutateAndMutationsCommands(t *testing.T) {
 	require.Contains(t, stdout, "no mutations")
 	code, _, _ = runCmd(t, env, "mutations", "-state", "stuck")
 	require.Equal(t, 2, code)
+
+	// Asked again once the email is no longer served, a recorded request
+	// is answered with its change, not refused.
+	_, err = pool.Exec(ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
+	code, again, stderr = runCmd(t, env, "mutate", "-request-id", "k1", "move", id.String(), "archive")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, fields[0], strings.Fields(again)[0])
+	require.Contains(t, again, "already recorded")
+	code, _, stderr = runCmd(t, env, "mutate", "-request-id", "k9", "move", id.String(), "archive")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "[EmailNoLongerServed]")
 }

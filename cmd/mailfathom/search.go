@@ -10,11 +10,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/mailsearch"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
 // searchCmd searches the stored mail of the configured accounts and prints
@@ -68,36 +71,9 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	}
 	defer closeDB()
 
-	compiled, err := searchindex.CompiledConfiguration(ctx, pool)
-	if err != nil {
-		fmt.Fprintf(stderr, "mailfathom: %v (has `mailfathom migrate` run?)\n", err)
+	searcher, ok := newSearcher(ctx, cfg, resolver, pool, stderr)
+	if !ok {
 		return 1
-	}
-	var accounts []string
-	for _, a := range cfg.Accounts {
-		accounts = append(accounts, config.AccountKey(a.ID))
-	}
-	// The queries own no transaction: the database pipeline's to repeat
-	// when the database is briefly unreachable; the query's embedding runs
-	// under the provider's.
-	pipelines, err := outbound.NewRegistry(cfg.Resilience, nil, nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
-		return 1
-	}
-	searcher := &mailsearch.Searcher{Querier: pool, Registry: pipelines, Configuration: compiled, Accounts: accounts}
-	if cfg.Embedding.Configured() {
-		searcher.Embedder, err = embedding.NewClient(embedding.Options{
-			URL:      cfg.Embedding.ProviderURL,
-			Profile:  embedding.Profile{Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
-			APIKey:   cfg.Embedding.APIKey,
-			Resolver: resolver,
-			Registry: pipelines,
-		})
-		if err != nil {
-			fmt.Fprintf(stderr, "mailfathom: %v\n", err)
-			return 1
-		}
 	}
 	hits, err := searcher.Search(ctx, mailsearch.Request{
 		Text: text, Mode: m, Account: config.AccountKey(*account), Alias: config.NormalizeAlias(*alias), Limit: *limit})
@@ -123,6 +99,44 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	}
 	_ = w.Flush()
 	return 0
+}
+
+// newSearcher returns the searcher over the configured accounts' served
+// mail, under the text search configuration compiled into the index and,
+// with an embedding profile, the provider.
+func newSearcher(ctx context.Context, cfg *config.Config, resolver *secret.Resolver, pool *pgxpool.Pool, stderr io.Writer) (*mailsearch.Searcher, bool) {
+	compiled, err := searchindex.CompiledConfiguration(ctx, pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v (has `mailfathom migrate` run?)\n", err)
+		return nil, false
+	}
+	var accounts []string
+	for _, a := range cfg.Accounts {
+		accounts = append(accounts, config.AccountKey(a.ID))
+	}
+	// The queries own no transaction: the database pipeline's to repeat
+	// when the database is briefly unreachable; the query's embedding runs
+	// under the provider's.
+	pipelines, err := outbound.NewRegistry(cfg.Resilience, nil, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+		return nil, false
+	}
+	searcher := &mailsearch.Searcher{Querier: pool, Registry: pipelines, Configuration: compiled, Accounts: accounts}
+	if cfg.Embedding.Configured() {
+		searcher.Embedder, err = embedding.NewClient(embedding.Options{
+			URL:      cfg.Embedding.ProviderURL,
+			Profile:  embedding.Profile{Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
+			APIKey:   cfg.Embedding.APIKey,
+			Resolver: resolver,
+			Registry: pipelines,
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "mailfathom: %v\n", err)
+			return nil, false
+		}
+	}
+	return searcher, true
 }
 
 // configuredIDs lists the configured account ids for a message.

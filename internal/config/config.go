@@ -65,6 +65,9 @@ type Config struct {
 	// Embedding is the embedding profile (MAILFATHOM_EMBEDDING_*); without
 	// one nothing is embedded.
 	Embedding Embedding
+	// MCP bounds the answers of the Model Context Protocol tools
+	// (MAILFATHOM_MCP_*).
+	MCP MCP
 }
 
 // NamedReference is a configured secret reference together with the
@@ -143,6 +146,7 @@ func (l Loader) Load(environ []string) (*Config, error) {
 	cfg.Backfill = convertBackfill(c, raw.Backfill)
 	cfg.Resilience = convertResilience(c, raw.Resilience)
 	cfg.Embedding = convertEmbedding(c, raw.Embedding)
+	cfg.MCP = convertMCP(c, raw.MCP)
 	crossCheck(c, cfg, raw)
 	refuseUnavailable(c)
 
@@ -166,6 +170,7 @@ type rawConfig struct {
 	Backfill    rawBackfill    `envPrefix:"BACKFILL_"`
 	Resilience  rawResilience  `envPrefix:"RESILIENCE_"`
 	Embedding   rawEmbedding   `envPrefix:"EMBEDDING_"`
+	MCP         rawMCP         `envPrefix:"MCP_"`
 }
 
 // collect returns the MAILFATHOM_ variables of environ with trimmed values

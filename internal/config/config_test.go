@@ -52,6 +52,7 @@ func TestLoadDefaults(t *testing.T) {
 			Persistence: Persistence{MaximumConcurrencyCommitAttempts: 2, TextSearchConfiguration: "simple"},
 			Backfill:    Backfill{Enabled: true, Interval: 30 * time.Second, BatchSize: 50, MaxBatchesPerRun: 10},
 			Embedding:   Embedding{BatchSize: 16, MaxBacklog: 1000},
+			MCP:         MCP{MaxResults: 50, MaxCharacters: 20000},
 			Resilience:  Resilience(resilience.DefaultBudgets()),
 		}, cfg)
 		require.True(t, cfg.Database.Embedded())
@@ -144,6 +145,9 @@ func TestLoadFullEnvironment(t *testing.T) {
 		"MAILFATHOM_BACKFILL_BATCH_SIZE":          "100",
 		"MAILFATHOM_BACKFILL_MAX_BATCHES_PER_RUN": "5",
 
+		"MAILFATHOM_MCP_MAX_RESULTS":    "20",
+		"MAILFATHOM_MCP_MAX_CHARACTERS": "5000",
+
 		"PATH":          "/usr/bin",
 		"OTHER_SETTING": "ignored",
 		"MAILFATHOMISH": "ignored: no underscore after the prefix",
@@ -159,6 +163,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 	require.False(t, cfg.Database.Embedded())
 	require.Equal(t, "postgres://mailfathom@db.internal:6432/mail?sslmode=verify-full", cfg.Database.ConnString())
 	require.Equal(t, HTTP{Addr: "0.0.0.0:9090"}, cfg.HTTP)
+	require.Equal(t, MCP{MaxResults: 20, MaxCharacters: 5000}, cfg.MCP)
 	require.Equal(t, UI{Enabled: true, Username: "operator", Password: secret.Reference{Scheme: "docker-secret", Target: "SENTINEL-ui"}}, cfg.UI)
 	require.False(t, cfg.MigrateOnStart)
 	require.Equal(t, Log{Format: LogFormatText, Level: LogLevelDebug}, cfg.Log)

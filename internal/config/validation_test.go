@@ -68,6 +68,9 @@ func TestLoadRejects(t *testing.T) {
 		{"commit attempts high", map[string]string{"MAILFATHOM_PERSISTENCE_MAXIMUM_CONCURRENCY_COMMIT_ATTEMPTS": "11"}, "MAILFATHOM_PERSISTENCE_MAXIMUM_CONCURRENCY_COMMIT_ATTEMPTS", "from 1 to 10", ""},
 		{"backfill batch size", map[string]string{"MAILFATHOM_BACKFILL_BATCH_SIZE": "1001"}, "MAILFATHOM_BACKFILL_BATCH_SIZE", "from 1 to 1000", ""},
 		{"backfill batches per run", map[string]string{"MAILFATHOM_BACKFILL_MAX_BATCHES_PER_RUN": "0"}, "MAILFATHOM_BACKFILL_MAX_BATCHES_PER_RUN", "from 1 to 1000", ""},
+		{"MCP results", map[string]string{"MAILFATHOM_MCP_MAX_RESULTS": "0"}, "MAILFATHOM_MCP_MAX_RESULTS", "from 1 to 500", ""},
+		{"MCP results not a number", map[string]string{"MAILFATHOM_MCP_MAX_RESULTS": "fifty"}, "MAILFATHOM_MCP_MAX_RESULTS", "from 1 to 500", ""},
+		{"MCP characters", map[string]string{"MAILFATHOM_MCP_MAX_CHARACTERS": "99"}, "MAILFATHOM_MCP_MAX_CHARACTERS", "from 100 to 1000000", ""},
 
 		// Durations, per bound kind.
 		{"interval below range", map[string]string{"MAILFATHOM_SYNC_INTERVAL": "5s"}, "MAILFATHOM_SYNC_INTERVAL", "from 10s to 24h", ""},

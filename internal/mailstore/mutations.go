@@ -309,6 +309,12 @@ func ReadMutation(ctx context.Context, q Querier, id uuid.UUID) (Mutation, bool,
 	return readMutationWhere(ctx, q, `m.id = $1`, id)
 }
 
+// ReadMutationByRequest returns the mutation requestID names, and false
+// when none does.
+func ReadMutationByRequest(ctx context.Context, q Querier, requestID string) (Mutation, bool, error) {
+	return readMutationWhere(ctx, q, `m.request_id = $1`, requestID)
+}
+
 // MutationFilter narrows ListMutations. Zero values do not narrow.
 type MutationFilter struct {
 	AccountKey string

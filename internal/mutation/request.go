@@ -98,6 +98,16 @@ func Record(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, client 
 	if len(r.RequestID) > 200 || strings.TrimSpace(r.RequestID) != r.RequestID || strings.ContainsFunc(r.RequestID, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
 		return mailstore.Mutation{}, false, ErrRequestIDInvalid
 	}
+	// A request asked again is answered with its change even once the
+	// change has moved the email out of what is served.
+	if prior, found, err := mailstore.ReadMutationByRequest(ctx, pool, r.RequestID); err != nil {
+		return mailstore.Mutation{}, false, err
+	} else if found {
+		if prior.EmailID != r.EmailID || prior.Kind != kind || prior.DestinationAlias != config.NormalizeAlias(r.DestinationAlias) {
+			return mailstore.Mutation{}, false, ErrRequestIDReused
+		}
+		return prior, false, nil
+	}
 	email, found, err := mailstore.ReadMutableEmail(ctx, pool, r.EmailID)
 	switch {
 	case err != nil:

@@ -277,16 +277,22 @@ func Run(ctx context.Context, opts Options) (err error) {
 		for _, a := range cfg.Accounts {
 			accounts = append(accounts, config.AccountKey(a.ID))
 		}
-		searchHandler := mailsearch.NewHandler(&mailsearch.Searcher{
+		searcher := &mailsearch.Searcher{
 			Querier: pool, Registry: pipelines, Configuration: cfg.Persistence.TextSearchConfiguration,
 			Accounts: accounts, Embedder: deps.Embedder,
-		}, logger)
+		}
+		searchHandler := mailsearch.NewHandler(searcher, logger)
 		mutations := mutation.NewHandler(pool, cfg, client, logger)
+		mcpHandler, err := newMCPHandler(pool, cfg, searcher, client, statusOpts, reg, logger)
+		if err != nil {
+			return err
+		}
 		routes.Mount = func(mux *http.ServeMux) {
 			ui.Mount(mux)
 			statusHandler.Mount(mux, ui.Protect)
 			searchHandler.Mount(mux, ui.Protect)
 			mutations.Mount(mux, ui.Protect)
+			mux.Handle(mcpPath, ui.Protect(mcpHandler))
 		}
 	}
 
@@ -304,6 +310,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		slog.Bool("river_ui", opts.UIEnabled), slog.Bool("embedded_database", embedded))
 	if opts.UIEnabled {
 		fmt.Fprintf(console, "River UI: http://%s%s/ (user %q)\n", addr, riverui.Prefix, opts.UIUsername)
+		fmt.Fprintf(console, "MCP: http://%s%s (the same user)\n", addr, mcpPath)
 		if uiLine != "" {
 			fmt.Fprintln(console, uiLine)
 		}
