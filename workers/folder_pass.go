@@ -123,7 +123,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		return err
 	}
 	if reported {
-		w.deps.Push.observeStored(account.ID, w.deps.Now().Sub(reportedAt))
+		w.deps.Push.ObserveStored(account.ID, w.deps.Now().Sub(reportedAt))
 	}
 	if again {
 		logger.InfoContext(ctx, "a change was reported while the pass ran; the folder is read once more")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/push"
 	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
@@ -144,7 +145,7 @@ func TestPushSubscriptionStoresDeliveriesAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)
 	reg := prometheus.NewPedanticRegistry()
-	pushMetrics, err := workers.NewPushMetrics(reg)
+	pushMetrics, err := push.NewMetrics(reg)
 	require.NoError(t, err)
 	b.editDeps = func(d *workers.Dependencies) { d.Push = pushMetrics }
 	b.start(t)

@@ -1,10 +1,11 @@
 // Package workers holds MailFathom's River workers, one per unit of work:
 // an account run, a folder pass (package forwardpass), a reconciliation
-// window (package backwardpass) and an extraction backfill batch (package
-// backfill). A worker is thin: it claims what the unit needs (its work
-// connection with its liveness lock, its concurrency slots, the alias's
-// binding, a read-only mailbox session), calls the package that does the
-// work, and returns what failed.
+// window (package backwardpass), an extraction backfill batch (package
+// backfill) and a push account's watch (package push). A worker is thin:
+// it claims what the unit needs (its work connection with its liveness
+// lock, its concurrency slots, the alias's binding, a read-only mailbox
+// session), calls the package that does the work, and returns what
+// failed.
 //
 // Every outbound call a worker makes runs under the outbound resilience
 // pipelines (mailbox calls through package mailsession, the work
@@ -47,6 +48,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/outbound"
+	"github.com/mailfathom/mailfathom/internal/push"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -85,7 +87,7 @@ type Dependencies struct {
 	Tokens *mailoauth.Source
 
 	// Push records push synchronization's metrics. Default: none.
-	Push *PushMetrics
+	Push *push.Metrics
 	// Embedder, when set, is the active embedding profile's provider
 	// client: folder passes offer what they store for embedding, and the
 	// embed jobs and the embedding backfill run. Default: none, and nothing
@@ -103,7 +105,7 @@ type Dependencies struct {
 	// write connection; built by Register, once per process.
 	writes  *mutation.Connections
 	carrier *mutation.Carrier
-	// lifetime overrides WatchLifetime. Tests shorten it.
+	// lifetime overrides push.Lifetime. Tests shorten it.
 	lifetime time.Duration
 	// profile caches the active embedding profile's id.
 	profile *profileCache
@@ -207,8 +209,8 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	}, nil
 }
 
-// watchLifetime is WatchLifetime, or what a test set.
-func (d Dependencies) watchLifetime() time.Duration { return cmp.Or(d.lifetime, WatchLifetime) }
+// watchLifetime is push.Lifetime, or what a test set.
+func (d Dependencies) watchLifetime() time.Duration { return cmp.Or(d.lifetime, push.Lifetime) }
 
 // reportedDeferral is the snooze of a folder unit whose server reported a
 // change when a concurrency bound is reached: short enough that a report

@@ -68,6 +68,7 @@ func TestArrowsPointDown(t *testing.T) {
 		"internal/mailstore":    {"internal/config", "imapx", "workers"},
 		"internal/forwardpass":  {"workers", "internal/service"},
 		"internal/backwardpass": {"workers", "internal/service"},
+		"internal/push":         {"workers", "internal/service"},
 	} {
 		p, ok := all[name]
 		require.True(t, ok, name)

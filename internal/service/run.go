@@ -31,6 +31,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/push"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/status"
@@ -127,7 +128,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	pushMetrics, err := workers.NewPushMetrics(reg)
+	pushMetrics, err := push.NewMetrics(reg)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

@@ -1,4 +1,4 @@
-package workers
+package push
 
 import (
 	"time"
@@ -6,20 +6,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// PushMetrics are push synchronization's instruments. Their labels are
-// the configured account identifier and the folder alias, both the
-// operator's own names, never anything taken from a message or a remote
-// folder path. A nil *PushMetrics records nothing.
-type PushMetrics struct {
+// Metrics are push synchronization's instruments. Their labels are the
+// configured account identifier and the folder alias, both the operator's
+// own names, never anything taken from a message or a remote folder path.
+// A nil *Metrics records nothing.
+type Metrics struct {
 	mode          *prometheus.GaugeVec
 	connections   *prometheus.GaugeVec
 	notifications *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
 }
 
-// NewPushMetrics registers push synchronization's instruments with reg.
-func NewPushMetrics(reg prometheus.Registerer) (*PushMetrics, error) {
-	m := &PushMetrics{
+// NewMetrics registers push synchronization's instruments with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mailfathom_push_folder_mode",
 			Help: "1 for the mode (Push or Polling) a folder of a push account is synchronized in now, 0 for the other, by account and alias.",
@@ -46,7 +46,7 @@ func NewPushMetrics(reg prometheus.Registerer) (*PushMetrics, error) {
 	return m, nil
 }
 
-func (m *PushMetrics) setMode(account, alias, mode string) {
+func (m *Metrics) setMode(account, alias, mode string) {
 	if m == nil {
 		return
 	}
@@ -59,21 +59,24 @@ func (m *PushMetrics) setMode(account, alias, mode string) {
 	}
 }
 
-func (m *PushMetrics) addConnections(account string, n int) {
+func (m *Metrics) addConnections(account string, n int) {
 	if m == nil {
 		return
 	}
 	m.connections.WithLabelValues(account).Add(float64(n))
 }
 
-func (m *PushMetrics) notified(account, alias string) {
+func (m *Metrics) notified(account, alias string) {
 	if m == nil {
 		return
 	}
 	m.notifications.WithLabelValues(account, alias).Inc()
 }
 
-func (m *PushMetrics) observeStored(account string, d time.Duration) {
+// ObserveStored records d, the time from a reported change to the end of
+// the folder pass it started, for account. The folder pass calls it; the
+// watch never learns when a pass ends.
+func (m *Metrics) ObserveStored(account string, d time.Duration) {
 	if m == nil {
 		return
 	}
