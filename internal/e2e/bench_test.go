@@ -45,7 +45,8 @@ const (
 // (every message text up to 64 KB, the worst case for indexing).
 // When mbsync is installed, it pulls the same folder in the same run, with
 // its defaults and with COMPRESS disabled, for comparison.
-// MAILFATHOM_BENCH_EMBEDDING=hang|healthy adds an embedding profile.
+// MAILFATHOM_BENCH_EMBEDDING=hang|healthy adds an embedding profile;
+// compare alternates runs with a hanging provider and without a profile.
 // MAILFATHOM_BENCH_DURABLE=false uses the tests' non-durable PostgreSQL
 // (fsync off, on tmpfs) instead of a durable cluster on disk like the
 // embedded default's. MAILFATHOM_BENCH_STATEMENTS=N (durable cluster only)
@@ -90,15 +91,26 @@ func BenchmarkFirstSync(b *testing.B) {
 	// MAILFATHOM_BENCH_EMBEDDING=hang configures an embedding profile whose
 	// provider never answers, healthy one that does: the first sync's cost
 	// of passages and offers, against the same sync without (unset).
-	switch mode := os.Getenv("MAILFATHOM_BENCH_EMBEDDING"); mode {
+	// compare alternates the two in one process — even runs with the
+	// hanging provider, odd runs without a profile — so that both see the
+	// same machine, and reports how much longer the first take.
+	mode := os.Getenv("MAILFATHOM_BENCH_EMBEDDING")
+	var profileEnv map[string]string
+	switch mode {
 	case "":
-	case "hang", "healthy":
+	case "hang", "healthy", "compare":
 		provider := bundle.withEmbedding(b, embedtest.Options{})
-		if mode == "hang" {
+		if mode != "healthy" {
 			provider.SetFault(embedtest.Fault{Kind: embedtest.Hang})
 		}
+		profileEnv = map[string]string{}
+		for k, v := range bundle.env {
+			if strings.HasPrefix(k, "MAILFATHOM_EMBEDDING_") {
+				profileEnv[k] = v
+			}
+		}
 	default:
-		b.Fatalf("MAILFATHOM_BENCH_EMBEDDING must be hang, healthy or unset")
+		b.Fatalf("MAILFATHOM_BENCH_EMBEDDING must be hang, healthy, compare or unset")
 	}
 	// Default synchronization settings, but for a short interval.
 	bundle.env["MAILFATHOM_SYNC_INTERVAL"] = "10s"
@@ -106,9 +118,18 @@ func BenchmarkFirstSync(b *testing.B) {
 	binary(b) // built before the clock starts
 
 	var total benchRun
+	var withProfile, withoutProfile benchRun
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
+		profiled := mode != "" && (mode != "compare" || i%2 == 0)
+		for k, v := range profileEnv {
+			if profiled {
+				bundle.env[k] = v
+			} else {
+				delete(bundle.env, k)
+			}
+		}
 		if i > 0 {
 			bundle.dbURL = newDatabase()
 			bundle.env["MAILFATHOM_DATABASE_URL"] = bundle.dbURL
@@ -136,7 +157,12 @@ func BenchmarkFirstSync(b *testing.B) {
 		if statements > 0 {
 			logStatements(b, bundle.pool, statements)
 		}
-		b.Logf("run %d: %s", i+1, r)
+		b.Logf("run %d%s: %s", i+1, map[bool]string{true: " (provider hanging)", false: ""}[mode == "compare" && profiled], r)
+		if profiled {
+			withProfile.add(r)
+		} else {
+			withoutProfile.add(r)
+		}
 		bundle.requireStored(b, "bench", "INBOX", user, c)
 		total.add(r)
 	}
@@ -151,6 +177,15 @@ func BenchmarkFirstSync(b *testing.B) {
 		}
 	}
 
+	if mode == "compare" && b.N >= 2 {
+		on, off := float64((b.N+1)/2), float64(b.N/2)
+		mean := func(d time.Duration, k float64) float64 { return d.Seconds() / k }
+		cost := mean(withProfile.elapsed, on)/mean(withoutProfile.elapsed, off) - 1
+		b.ReportMetric(cost*100, "offer_cost_%")
+		b.Logf("provider hanging: %.2f s, CPU serve %.2f s, PostgreSQL %.2f s a run (%v runs); no profile: %.2f s, CPU serve %.2f s, PostgreSQL %.2f s a run (%v runs); the offer costs %+.1f %% (goal: at most 10 %%)",
+			mean(withProfile.elapsed, on), mean(withProfile.cpu.serve, on), mean(withProfile.cpu.postgres, on), on,
+			mean(withoutProfile.elapsed, off), mean(withoutProfile.cpu.serve, off), mean(withoutProfile.cpu.postgres, off), off, cost*100)
+	}
 	runs := float64(b.N)
 	secs := total.elapsed.Seconds() / runs
 	b.ReportMetric(float64(n)/secs, "msgs/s")
