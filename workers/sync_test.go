@@ -144,6 +144,10 @@ func (b *syncBundle) start(t *testing.T) {
 	require.NoError(t, err)
 	stopping := make(chan struct{})
 	deps := workers.Dependencies{Pool: b.pool, Config: cfg, Logger: logger, Resilience: pipelines, OpenWriteConnection: b.openWrite, OpenSession: b.openRead, Stopping: stopping}
+	// A unit that meets a concurrency bound (one folder of the account at
+	// a time, by default) snoozes for seconds in production; here it comes
+	// back within half a second, still through River's snooze.
+	workers.WithDeferral(&deps, testDeferral)
 	if b.editDeps != nil {
 		b.editDeps(&deps)
 	}
@@ -191,6 +195,13 @@ func (b *syncBundle) start(t *testing.T) {
 	require.NoError(t, err)
 	_, err = workers.ScheduleEmbeddingBackfill(context.Background(), deps, client)
 	require.NoError(t, err)
+}
+
+// testDeferral is the snooze of a test's units that meet a concurrency
+// bound: short, and jittered as in production so units contending for one
+// slot do not return in step.
+func testDeferral() time.Duration {
+	return 100*time.Millisecond + rand.N(400*time.Millisecond)
 }
 
 // deps returns the workers' dependencies of the running client.

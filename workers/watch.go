@@ -61,7 +61,7 @@ func (w *WatchWorker) Timeout(*river.Job[jobs.Watch]) time.Duration {
 // NextRetry implements river.Worker: a watch whose attempt failed outside
 // the failures it counts itself (the database, say) is tried again soon.
 func (w *WatchWorker) NextRetry(*river.Job[jobs.Watch]) time.Time {
-	return w.deps.Now().Add(deferral())
+	return w.deps.Now().Add(w.deps.deferral())
 }
 
 // Work implements river.Worker.
@@ -149,7 +149,7 @@ func (wt *watch) run(ctx context.Context) error {
 		}
 		if len(folders) == 0 {
 			// The account run has not bound a folder.
-			return river.JobSnooze(deferral())
+			return river.JobSnooze(wt.deps.deferral())
 		}
 		sess, err := wt.open(ctx, watchOperation)
 		if err != nil {
