@@ -70,6 +70,10 @@ type syncBundle struct {
 	// workers (none: offers are made and nothing drains them).
 	embedding    config.Embedding
 	embedWorkers int
+	// embeddingsUnwaited makes waitIdle leave the embeddings queue's jobs
+	// out even when workers drain it, for a test that waits for them in
+	// its own terms rather than through River's retry backoff.
+	embeddingsUnwaited bool
 }
 
 // setupSync starts Dovecot, a migrated database, and a configuration for
@@ -224,7 +228,7 @@ func (b *syncBundle) runAgain(t *testing.T) {
 // waitIdle waits until no job is due or running: every folder pass has
 // finished and the account's next run lies in the future. Without
 // embedding workers the embeddings queue's jobs wait for none, and are
-// not waited for.
+// not waited for; nor are they with embeddingsUnwaited.
 func (b *syncBundle) waitIdle(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -237,7 +241,7 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 			WHERE kind <> 'watch' AND (state IN ('available', 'running', 'pending')
 			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds'))
 			  AND NOT (kind = 'mutation_stage' AND $1)
-			  AND (queue <> 'embeddings' OR $2)`, b.noMutationWorkers, b.embedWorkers > 0).Scan(&busy))
+			  AND (queue <> 'embeddings' OR $2)`, b.noMutationWorkers, b.embedWorkers > 0 && !b.embeddingsUnwaited).Scan(&busy))
 		if busy == 0 {
 			quiet++
 		} else {
