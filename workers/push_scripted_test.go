@@ -129,7 +129,7 @@ func TestPushCountNotResetByConnect(t *testing.T) {
 		line("push subscription failed", "account", "primary", "consecutive_failures", 1),
 		line("push subscription failed", "account", "primary", "consecutive_failures", 2),
 		line("push subscription failed too many times in a row, so its folders are synchronized by polling",
-			"account", "primary", "consecutive_failures", 2, "polling_for", 10*time.Second),
+			"account", "primary", "consecutive_failures", 2, "polling_for", pushDegradation),
 		modeLine("INBOX", "Polling"), modeLine("ARCHIVE", "Polling"))
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -150,7 +150,7 @@ func TestPushDeclinedSubscriptionWatchesEachFolder(t *testing.T) {
 	b := scriptedPush(t, srv)
 	b.start(t)
 	declined := line("mail server declined the push subscription, so each folder is watched over a connection of its own",
-		"account", "primary", "folders", 2, "subscription_retried_in", 10*time.Second)
+		"account", "primary", "folders", 2, "subscription_retried_in", pushDegradation)
 	b.waitLog(t, pushBound, declined, modeLine("INBOX", "Push"), modeLine("ARCHIVE", "Push"))
 	require.Equal(t, "INFO", b.logLevel(t, declined))
 	deadline := time.Now().Add(30 * time.Second)
@@ -161,7 +161,7 @@ func TestPushDeclinedSubscriptionWatchesEachFolder(t *testing.T) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	require.GreaterOrEqual(t, len(w.notifys), 2)
-	require.GreaterOrEqual(t, w.notifys[1].Sub(w.notifys[0]), 9*time.Second, "asked again after the period, not before")
+	require.GreaterOrEqual(t, w.notifys[1].Sub(w.notifys[0]), pushDegradation-time.Second, "asked again after the period, not before")
 	require.Positive(t, w.idles, "the folders were watched one session each in the meantime")
 	require.Zero(t, b.countLog(line("push subscription failed", "account", "primary")), "a declined subscription is not a failure")
 	require.Equal(t, 1, b.countLog(modeLine("INBOX", "Push")))
