@@ -92,7 +92,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 
 	held, err := slots.Acquire(ctx, conn, key, "", bounds(cfg))
 	if errors.Is(err, slots.ErrFull) {
-		return river.JobSnooze(deferral())
+		return river.JobSnooze(w.deps.deferral())
 	}
 	if err != nil {
 		return err

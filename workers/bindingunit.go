@@ -42,7 +42,7 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 	}
 	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), alias, bounds(cfg))
 	if err != nil {
-		wait := deferral()
+		wait := d.deferral()
 		if errors.Is(err, slots.ErrFull) {
 			// A folder whose server reported a change waits only moments
 			// for a slot, which a sibling's pass or window gives back as it

@@ -152,10 +152,21 @@ func TestEmbedding(t *testing.T) {
 		for i := range 10 {
 			b.user.Append("INBOX", mailgen.Message(22, i, 2000), time.Now())
 		}
+		// River retries a failed embed job after about a second, and then
+		// after 16: synchronization is waited for on its own, and then
+		// every offer's failure, not River's backoff.
+		b.embeddingsUnwaited = true
 		b.start(t)
 		b.waitIdle(t)
 		out := b.lastPassOutput(t, "INBOX")
 		require.Equal(t, float64(10), out["stored"], "the pass stored everything while the provider failed")
+		require.Eventually(t, func() bool {
+			var offers, failed int
+			require.NoError(t, b.pool.QueryRow(context.Background(), `
+				SELECT count(*), count(*) FILTER (WHERE cardinality(errors) > 0 AND state <> 'running')
+				FROM river_job WHERE kind = 'embed_email'`).Scan(&offers, &failed))
+			return offers > 0 && failed == offers
+		}, time.Minute, 50*time.Millisecond, "every offer's embed job failed; logs:\n%s", b.logs.String())
 		require.Equal(t, int64(10), b.awaiting(t, "test-model"))
 		require.Positive(t, srv.Requests())
 

@@ -5,3 +5,7 @@ import "time"
 // WithWatchLifetime returns d with the watches' lifetime set to lifetime,
 // so a test sees a watch re-arm without waiting push.Lifetime.
 func WithWatchLifetime(d *Dependencies, lifetime time.Duration) { d.lifetime = lifetime }
+
+// WithDeferral returns d with the snoozes of units that meet a concurrency
+// bound drawn from deferrals, so a test's units come back in moments.
+func WithDeferral(d *Dependencies, deferrals func() time.Duration) { d.deferrals = deferrals }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -133,6 +134,8 @@ func cancelJob(err error) error {
 type failureMiddleware struct {
 	river.MiddlewareDefaults
 	logger *slog.Logger
+	// deferral draws the snooze of a deferred job.
+	deferral func() time.Duration
 	// policies are what a failure of each job kind means beyond River.
 	policies map[string]failurePolicy
 }
@@ -171,7 +174,7 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 	disposition := ClassifyFailure(err)
 	if disposition == Defer {
 		logger.InfoContext(ctx, "deferred: another run got there first or a concurrency bound is reached", slog.String("failure", identity))
-		return river.JobSnooze(deferral())
+		return river.JobSnooze(m.deferral())
 	}
 	policy := m.policies[job.Kind]
 	if policy.record != nil {

@@ -67,7 +67,7 @@ func (w *MutationStageWorker) Work(ctx context.Context, job *river.Job[jobs.Muta
 	defer release()
 	_, err = w.deps.carrier.Step(ctx, id, false)
 	if errors.Is(err, mutation.ErrBusy) {
-		return river.JobSnooze(deferral())
+		return river.JobSnooze(w.deps.deferral())
 	}
 	return err
 }

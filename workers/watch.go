@@ -37,7 +37,7 @@ func (w *WatchWorker) Timeout(*river.Job[jobs.Watch]) time.Duration {
 // NextRetry implements river.Worker: a watch whose attempt failed outside
 // the failures it counts itself (the database, say) is tried again soon.
 func (w *WatchWorker) NextRetry(*river.Job[jobs.Watch]) time.Time {
-	return w.deps.Now().Add(deferral())
+	return w.deps.Now().Add(w.deps.deferral())
 }
 
 // Work implements river.Worker.
@@ -94,7 +94,7 @@ func (w *WatchWorker) Work(ctx context.Context, job *river.Job[jobs.Watch]) erro
 	}
 	switch end.Reason {
 	case push.Unbound:
-		return river.JobSnooze(deferral())
+		return river.JobSnooze(w.deps.deferral())
 	case push.Polling:
 		return river.JobSnooze(end.For)
 	default:

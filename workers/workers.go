@@ -107,6 +107,10 @@ type Dependencies struct {
 	carrier *mutation.Carrier
 	// lifetime overrides push.Lifetime. Tests shorten it.
 	lifetime time.Duration
+	// deferrals, when set, draws the snoozes deferral would. Tests shorten
+	// them: a unit that meets a concurrency bound still snoozes and comes
+	// back, in moments instead of seconds.
+	deferrals func() time.Duration
 	// profile caches the active embedding profile's id.
 	profile *profileCache
 
@@ -199,7 +203,8 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	river.AddWorker(ws, &EmbeddingBackfillWorker{deps: deps})
 	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true}
 	return &failureMiddleware{
-		logger: deps.Logger,
+		logger:   deps.Logger,
+		deferral: deps.deferral,
 		policies: map[string]failurePolicy{
 			jobs.AccountRun{}.Kind():      {record: recordRunFailure(deps), afterCancel: scheduleAfterFailure(deps)},
 			jobs.FolderPass{}.Kind():      folder,
@@ -211,6 +216,14 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 
 // watchLifetime is push.Lifetime, or what a test set.
 func (d Dependencies) watchLifetime() time.Duration { return cmp.Or(d.lifetime, push.Lifetime) }
+
+// deferral is the package's deferral, or what a test set.
+func (d Dependencies) deferral() time.Duration {
+	if d.deferrals != nil {
+		return d.deferrals()
+	}
+	return deferral()
+}
 
 // reportedDeferral is the snooze of a folder unit whose server reported a
 // change when a concurrency bound is reached: short enough that a report
