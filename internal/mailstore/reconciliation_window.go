@@ -126,3 +126,52 @@ func collectWindow(rows pgx.Rows, err error) ([]WindowEntry, error) {
 	}
 	return entries, nil
 }
+
+// UIDRange is the closed range of UIDs First:Last, First <= Last.
+type UIDRange struct{ First, Last uint32 }
+
+// SelectOccurrencesIn returns the live occurrences of folderID under
+// uidValidity whose UIDs lie in ranges, ascending by UID: the rows a
+// whole-folder answer named, as the entries of a window ApplyReconciliation
+// takes. ranges should be normalized (sorted, not overlapping); each is one
+// range scan of ix_stored_emails_folder_uid, so a range naming UIDs that
+// were never stored costs nothing beyond its probe.
+func SelectOccurrencesIn(ctx context.Context, q Querier, folderID int64, uidValidity uint32, ranges []UIDRange) ([]WindowEntry, error) {
+	if len(ranges) == 0 {
+		return nil, nil
+	}
+	lo, hi := rangeBounds(ranges)
+	return collectWindow(q.Query(ctx, `
+		SELECT e.id, e.uid
+		FROM unnest($3::bigint[], $4::bigint[]) AS r(lo, hi)
+		JOIN stored_emails e ON e.mail_folder_id = $1 AND e.uid_validity = $2 AND e.uid BETWEEN r.lo AND r.hi
+		WHERE e.remote_expunge_observed_at IS NULL
+		ORDER BY e.uid`, folderID, int64(uidValidity), lo, hi))
+}
+
+// SelectOccurrencesOutside returns the live occurrences of folderID under
+// uidValidity whose UIDs lie in none of ranges, ascending by UID: the
+// stored mail a search of the whole folder did not find. It reads every
+// live UID of the folder once (an index scan of ix_stored_emails_folder_uid
+// filtered by a multirange), which is the price of a server that cannot
+// report what vanished.
+func SelectOccurrencesOutside(ctx context.Context, q Querier, folderID int64, uidValidity uint32, ranges []UIDRange) ([]WindowEntry, error) {
+	lo, hi := rangeBounds(ranges)
+	return collectWindow(q.Query(ctx, `
+		WITH found AS (
+			SELECT coalesce(range_agg(int8range(r.lo, r.hi, '[]')), '{}'::int8multirange) AS uids
+			FROM unnest($3::bigint[], $4::bigint[]) AS r(lo, hi)
+		)
+		SELECT e.id, e.uid FROM stored_emails e, found f
+		WHERE e.mail_folder_id = $1 AND e.uid_validity = $2 AND e.remote_expunge_observed_at IS NULL
+		  AND NOT (e.uid <@ f.uids)
+		ORDER BY e.uid`, folderID, int64(uidValidity), lo, hi))
+}
+
+func rangeBounds(ranges []UIDRange) (lo, hi []int64) {
+	lo, hi = make([]int64, len(ranges)), make([]int64, len(ranges))
+	for i, r := range ranges {
+		lo[i], hi[i] = int64(r.First), int64(r.Last)
+	}
+	return lo, hi
+}
