@@ -54,7 +54,7 @@ type testBundle struct {
 // holding n small messages, seeded by writing its Maildir.
 func setup(t testing.TB, srv *dovecot.Server, n int) *testBundle {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	t.Cleanup(cancel)
 	if srv == nil {
 		srv = dovecot.Shared(t)

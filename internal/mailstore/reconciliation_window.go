@@ -14,6 +14,7 @@ package mailstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,7 +57,8 @@ func (w ReconcileWindow) UIDs() []uint32 {
 // observed before, oldest observation first, and only as much of the
 // reserve as there is such mail; the rest goes to never-observed mail in
 // UID order. Each group is one query served by an index scan with no sort
-// step (ix_stored_emails_reconciliation_queue, ix_stored_emails_never_observed).
+// step (ix_stored_emails_reconciliation_queue, ix_stored_emails_never_observed),
+// index-only: both carry the id.
 func SelectReconcileWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (ReconcileWindow, error) {
 	if size < 1 {
 		return ReconcileWindow{}, fmt.Errorf("mailstore: window size %d", size)
@@ -86,28 +88,62 @@ func SelectReconcileWindow(ctx context.Context, q Querier, folderID int64, uidVa
 	return w, nil
 }
 
-func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	return collectWindow(q.Query(ctx, `
+// The window's two queries, each answered by an index-only scan of one
+// partial index, in index order, with no sort step.
+const (
+	selectObservedSQL = `
 		SELECT id, uid FROM stored_emails
 		WHERE mail_folder_id = $1 AND uid_validity = $2
 		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NOT NULL
 		ORDER BY remote_flags_observed_at, uid
-		LIMIT $3`, folderID, int64(uidValidity), limit))
+		LIMIT $3`
+	selectNeverSQL = `
+		SELECT id, uid FROM stored_emails
+		WHERE mail_folder_id = $1 AND uid_validity = $2
+		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
+		ORDER BY uid
+		LIMIT $3`
+)
+
+// ExplainReconcileWindow runs the window's two queries for folderID under
+// uidValidity, each with a limit of size, under EXPLAIN (ANALYZE, BUFFERS)
+// and returns their plans as PostgreSQL prints them: the observed group's,
+// then the never-observed group's. It is how a benchmark or an operator
+// checks that the window stays an index-only scan on a large folder; it
+// reads what a window reads and writes nothing.
+func ExplainReconcileWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (observed, never string, err error) {
+	explain := func(query string) (string, error) {
+		rows, err := q.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+query, folderID, int64(uidValidity), size)
+		if err != nil {
+			return "", fmt.Errorf("mailstore: explain the window: %w", err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("mailstore: explain the window: %w", err)
+		}
+		return strings.Join(lines, "\n"), nil
+	}
+	if observed, err = explain(selectObservedSQL); err != nil {
+		return "", "", err
+	}
+	if never, err = explain(selectNeverSQL); err != nil {
+		return "", "", err
+	}
+	return observed, never, nil
+}
+
+func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return collectWindow(q.Query(ctx, selectObservedSQL, folderID, int64(uidValidity), limit))
 }
 
 func selectNever(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	return collectWindow(q.Query(ctx, `
-		SELECT id, uid FROM stored_emails
-		WHERE mail_folder_id = $1 AND uid_validity = $2
-		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
-		ORDER BY uid
-		LIMIT $3`, folderID, int64(uidValidity), limit))
+	return collectWindow(q.Query(ctx, selectNeverSQL, folderID, int64(uidValidity), limit))
 }
 
 func collectWindow(rows pgx.Rows, err error) ([]WindowEntry, error) {
