@@ -33,8 +33,7 @@ type ReconcileWindow struct {
 	// Observed and NeverObserved count the two groups.
 	Observed, NeverObserved int
 	// Exhausted reports that the window holds the folder's whole queue:
-	// both groups came back shorter than what was asked. Only a pass over
-	// an exhausted window may record the folder's modification sequence.
+	// both groups came back shorter than what was asked.
 	Exhausted bool
 	// TakenAt is when the window was read; an occurrence observed after it
 	// by another writer is left alone when the answer is applied.
