@@ -371,3 +371,32 @@ func TestCycleEndsWithTheUIDSpace(t *testing.T) {
 	require.Nil(t, b.checkpoint(t).HighestModSeq)
 	require.False(t, b.pass(t, again, 10).Narrowed)
 }
+
+// TestCycleForgottenWhenTheServerLosesCondStore: a server that stops
+// advertising CONDSTORE (restarted with another capability list) drops the
+// recorded sequence, and the folder is asked about window by window until
+// the server reports sequences again, which starts a new cycle.
+func TestCycleForgottenWhenTheServerLosesCondStore(t *testing.T) {
+	t.Parallel()
+	srv := dovecot.Start(t)
+	b := setup(t, srv, 20)
+	sess := b.open(t)
+	b.storeAll(t, sess)
+	b.passUntilCycleEnds(t, sess, 10, 10)
+	require.NotNil(t, b.checkpoint(t).HighestModSeq)
+
+	srv.RestartWith(dovecot.WithCapability("IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN"))
+	rep := b.pass(t, b.open(t), 10)
+	require.False(t, rep.Narrowed)
+	require.Equal(t, "FLAGS", rep.Mode)
+	require.Equal(t, "forgotten", rep.Cycle)
+	require.LessOrEqual(t, rep.Window, 10, "the window bounds the pass again")
+	cp := b.checkpoint(t)
+	require.Nil(t, cp.HighestModSeq)
+	require.Nil(t, cp.Cycle)
+
+	srv.RestartWith(dovecot.WithCapability(""))
+	rep = b.pass(t, b.open(t), 10)
+	require.False(t, rep.Narrowed)
+	require.Equal(t, "started", rep.Cycle)
+}
