@@ -54,7 +54,17 @@
 // ... (CHANGEDSINCE n VANISHED) with both. ReconcileItems is the only
 // message data it asks for.
 //
-// It runs on a second connection of the session, opened on first use with
+// ReconcileChanges asks the whole folder instead, once a caller holds a
+// sequence that covers everything it stored:
+//
+//	ch, err := s.ReconcileChanges(ctx, recordedModSeq) // Changed, Vanished or Existing, HighestModSeq
+//
+// one UID FETCH 1:* ... (CHANGEDSINCE n VANISHED) with QRESYNC, that fetch
+// without VANISHED and an identifier-only UID SEARCH UID 1:* with CONDSTORE
+// alone, and nothing (Narrowed false) where the folder has no usable
+// sequence.
+//
+// Both run on a second connection of the session, opened on first use with
 // the same dial, TLS policy and authentication, then taken over from
 // go-imap and driven by the adapter's own command and response layer,
 // package imapx/internal/wire, one file per command: go-imap's client

@@ -122,9 +122,9 @@ type ReconcileAnswer struct {
 	Vanished []uint32
 	// HighestModSeq is the folder's HIGHESTMODSEQ as the EXAMINE right
 	// before the question reported it, 0 in Plain mode. Every change it
-	// covers was visible to the question, so it is what a checkpoint may
-	// record as the next sinceModSeq, and only after a pass that emptied
-	// the folder's queue.
+	// covers was visible to the question, so a reconciliation cycle that
+	// begins with this answer may record it once every stored message has
+	// been asked about since; one window alone covers only itself.
 	HighestModSeq uint64
 	// FetchResponses counts the FETCH responses the server sent during the
 	// pass, solicited or not: a narrowed window on a quiet folder has none.

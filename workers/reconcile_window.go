@@ -56,6 +56,9 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 	attrs := []any{slog.Int("window", rep.Window), slog.Int("refreshed", rep.Refreshed), slog.Int("confirmed", rep.Confirmed),
 		slog.Int("superseded", rep.Superseded), slog.String("mode", rep.Mode), slog.Bool("narrowed", rep.Narrowed),
 		slog.Bool("more_to_reconcile", !rep.QueueEmptied)}
+	if rep.Cycle != "" {
+		attrs = append(attrs, slog.String("cycle", rep.Cycle))
+	}
 	if len(rep.Withheld) > 0 {
 		// On a line of its own: mail MailFathom moved, deleted or marked
 		// is not mail that vanished or was read by someone.

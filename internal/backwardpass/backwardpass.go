@@ -5,12 +5,21 @@
 // an erased local copy.
 //
 // The question is flags and existence only (imapx.ReconcileItems carries no
-// body or header item), so nothing the pass issues can set \Seen. Where the
-// server reports modification sequences it is narrowed to what changed
-// since the sequence the folder's checkpoint records, and a pass whose
-// window emptied the folder's reconciliation queue records the new one. The
+// body or header item), so nothing the pass issues can set \Seen. The
 // window is chosen and applied by package mailstore; this package decides
 // what the server's answer means.
+//
+// Where the server reports modification sequences, a folder is walked
+// window by window through one reconciliation cycle: the first window's
+// pass records the sequence the server reported and when, and the pass
+// that finds every live occurrence observed since then records that
+// sequence on the checkpoint. From then on a pass asks the whole folder
+// what changed since the recorded sequence — one command with QRESYNC, two
+// with CONDSTORE alone — and records the new one, so a quiet folder of any
+// size costs a few commands a run and a change anywhere in it is seen by
+// the next run. A server that stops reporting sequences, or reports one
+// below the recorded one, sends the folder back to window-by-window passes
+// and a new cycle.
 //
 // It is the mirror of package forwardpass, which walks new mail above the
 // checkpoint.
@@ -19,6 +28,7 @@ package backwardpass
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +43,7 @@ import (
 type Session interface {
 	Examine(ctx context.Context, path string) (imapx.FolderState, error)
 	Reconcile(ctx context.Context, window []uint32, sinceModSeq uint64) (imapx.ReconcileAnswer, error)
+	ReconcileChanges(ctx context.Context, sinceModSeq uint64) (imapx.FolderChanges, error)
 	ExistingUIDs(ctx context.Context, uids []uint32) ([]uint32, error)
 }
 
@@ -60,12 +71,18 @@ type Report struct {
 	// Mode is the question the server's capabilities selected: FLAGS,
 	// CONDSTORE or QRESYNC.
 	Mode string `json:"mode"`
-	// Narrowed reports that the question asked only about changes since a
-	// recorded modification sequence.
+	// Narrowed reports that the question asked the whole folder only
+	// about changes since a recorded modification sequence; Window then
+	// counts the stored occurrences the answer named.
 	Narrowed bool `json:"narrowed"`
-	// QueueEmptied reports that the window held the folder's whole
-	// reconciliation queue.
+	// QueueEmptied reports that the pass covered the whole folder: its
+	// window held the folder's whole reconciliation queue, or it was
+	// narrowed.
 	QueueEmptied bool `json:"queue_emptied"`
+	// Cycle is what the pass did to the folder's reconciliation cycle:
+	// "started", "completed" (possibly both in one pass), "forgotten" (the
+	// server stopped reporting usable sequences) or empty.
+	Cycle string `json:"cycle,omitempty"`
 	// Contradicted counts UIDs a disappearance report named that a search
 	// still found, and which were therefore kept.
 	Contradicted int           `json:"contradicted,omitempty"`
@@ -87,6 +104,23 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, op
 	if err != nil {
 		return rep, err
 	}
+	sameScope := hasCP && cp.UIDValidity == state.UIDValidity
+	if sameScope && cp.HighestModSeq != nil {
+		asked := time.Now()
+		changes, err := sess.ReconcileChanges(ctx, *cp.HighestModSeq)
+		if err != nil {
+			return rep, err
+		}
+		if changes.Narrowed {
+			return applyChanges(ctx, db, sess, binding, state.UIDValidity, changes, asked, opts, logger, rep)
+		}
+		// The recorded sequence can no longer narrow anything: the folder
+		// goes back to windows and a new cycle.
+		if err := mailstore.ForgetModSeq(ctx, db, binding.ID, state.UIDValidity); err != nil {
+			return rep, err
+		}
+		rep.Cycle, cp.Cycle = "forgotten", nil
+	}
 
 	// The window is taken under the UIDVALIDITY the session reports: mail
 	// of an abandoned UID space is never asked about, so a renumbered
@@ -96,11 +130,10 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, op
 		return rep, err
 	}
 	rep.Window, rep.QueueEmptied = len(window.Entries), window.Exhausted
-	var since uint64
-	if hasCP && cp.UIDValidity == state.UIDValidity && cp.HighestModSeq != nil {
-		since = *cp.HighestModSeq
-	}
-	ans, err := sess.Reconcile(ctx, window.UIDs(), since)
+	// asked precedes the EXAMINE whose HIGHESTMODSEQ the answer carries:
+	// every observation written at or after it reflects that sequence.
+	asked := time.Now()
+	ans, err := sess.Reconcile(ctx, window.UIDs(), 0)
 	if err != nil {
 		return rep, err
 	}
@@ -111,21 +144,8 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, op
 		answer.Present[u] = true
 	}
 	if misreportSuspected(len(ans.Vanished), len(window.Entries)) {
-		// A large share of the window reported gone at once is how a
-		// malformed or over-broad report empties a mirror: confirm it with
-		// a search that returns identifiers only, and act only on the UIDs
-		// the server also fails to find.
-		still, err := sess.ExistingUIDs(ctx, ans.Vanished)
-		if err != nil {
+		if err := confirmGone(ctx, sess, ans.Vanished, answer, &rep, logger); err != nil {
 			return rep, err
-		}
-		for _, u := range still {
-			answer.Present[u] = true
-		}
-		rep.Contradicted = len(still)
-		if len(still) > 0 {
-			logger.WarnContext(ctx, "the server reported messages gone that a search still finds; they are kept",
-				slog.Int("contradicted", len(still)), slog.Int("reported_gone", len(ans.Vanished)))
 		}
 	}
 	for _, c := range ans.Changed {
@@ -138,14 +158,135 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, op
 			return err
 		}
 		rep.ReconcileResult = res
-		// Only a pass that emptied the queue records a sequence: recording
-		// one after a partial pass would claim the rows it never reached.
-		if window.Exhausted && ans.HighestModSeq > 0 {
-			return mailstore.RecordModSeq(ctx, tx, binding.ID, state.UIDValidity, ans.HighestModSeq)
-		}
-		return nil
+		return advanceCycle(ctx, tx, binding.ID, state.UIDValidity, sameScope && cp.Cycle != nil, ans, asked, &rep)
 	})
 	return rep, err
+}
+
+// advanceCycle moves the folder's reconciliation cycle on after a window
+// was applied, in the window's transaction: a server without sequences for
+// the folder ends any cycle and recorded sequence; otherwise a cycle is
+// started if none is in progress, and completed — its sequence recorded —
+// once every live occurrence has been observed since it started. A window
+// alone never records the sequence it observed: that would claim the rows
+// it never reached.
+func advanceCycle(ctx context.Context, tx pgx.Tx, folderID int64, uidValidity uint32, inCycle bool, ans imapx.ReconcileAnswer, asked time.Time, rep *Report) error {
+	if ans.Mode == imapx.Plain {
+		if rep.Cycle == "" && inCycle {
+			rep.Cycle = "forgotten"
+		}
+		return mailstore.ForgetModSeq(ctx, tx, folderID, uidValidity)
+	}
+	if ans.HighestModSeq == 0 {
+		return nil
+	}
+	if !inCycle {
+		started, err := mailstore.StartReconcileCycle(ctx, tx, folderID, uidValidity,
+			mailstore.ReconcileCycle{ModSeq: ans.HighestModSeq, StartedAt: asked})
+		if err != nil {
+			return err
+		}
+		if started {
+			rep.Cycle = "started"
+		}
+	}
+	completed, err := mailstore.CompleteReconcileCycle(ctx, tx, folderID, uidValidity)
+	if err != nil {
+		return err
+	}
+	if completed {
+		rep.Cycle = strings.TrimPrefix(rep.Cycle+",completed", ",")
+	}
+	return nil
+}
+
+// applyChanges applies a whole-folder answer: the occurrences it described
+// get their flags refreshed, those it reported gone (or, with CONDSTORE
+// alone, those its search did not find) get the disposition, and every
+// other stored occurrence keeps what it has, since nothing about it
+// changed since the recorded sequence. The answer's sequence is recorded in
+// the same transaction.
+func applyChanges(ctx context.Context, db DB, sess Session, binding mailstore.Binding, uidValidity uint32, ch imapx.FolderChanges,
+	asked time.Time, opts Options, logger *slog.Logger, rep Report) (Report, error) {
+	rep.Mode, rep.Narrowed, rep.QueueEmptied = modeName(ch.Mode), true, true
+	changed := make([]mailstore.UIDRange, 0, len(ch.Changed))
+	answer := mailstore.ReconcileAnswer{Present: make(map[uint32]bool, len(ch.Changed)), Flags: make(map[uint32][]string, len(ch.Changed))}
+	for _, c := range ch.Changed {
+		if n := len(changed); n > 0 && changed[n-1].Last+1 == c.UID {
+			changed[n-1].Last = c.UID
+		} else {
+			changed = append(changed, mailstore.UIDRange{First: c.UID, Last: c.UID})
+		}
+		answer.Present[c.UID], answer.Flags[c.UID] = true, c.Flags
+	}
+	described, err := mailstore.SelectOccurrencesIn(ctx, db, binding.ID, uidValidity, changed)
+	if err != nil {
+		return rep, err
+	}
+	var gone []mailstore.WindowEntry
+	if ch.Mode == imapx.QResync {
+		gone, err = mailstore.SelectOccurrencesIn(ctx, db, binding.ID, uidValidity, storeRanges(ch.Vanished))
+	} else {
+		gone, err = mailstore.SelectOccurrencesOutside(ctx, db, binding.ID, uidValidity, storeRanges(ch.Existing))
+	}
+	if err != nil {
+		return rep, err
+	}
+	goneUIDs := make([]uint32, len(gone))
+	for i, e := range gone {
+		// Gone wins over described: a message expunged while the question
+		// ran can be both.
+		goneUIDs[i] = e.UID
+		delete(answer.Present, e.UID)
+		delete(answer.Flags, e.UID)
+	}
+	if len(gone) >= misreportMinimum {
+		// The folder is the window here, and its size unknown without
+		// counting it: every disappearance of this size is confirmed.
+		if err := confirmGone(ctx, sess, goneUIDs, answer, &rep, logger); err != nil {
+			return rep, err
+		}
+	}
+	window := mailstore.ReconcileWindow{Entries: append(described, gone...), TakenAt: asked}
+	rep.Window = len(window.Entries)
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		res, err := mailstore.ApplyReconciliation(ctx, tx, window, answer, opts.Disposition)
+		if err != nil {
+			return err
+		}
+		rep.ReconcileResult = res
+		return mailstore.RecordModSeq(ctx, tx, binding.ID, uidValidity, ch.HighestModSeq)
+	})
+	return rep, err
+}
+
+// confirmGone asks, with a search that returns identifiers only, which of
+// the UIDs reported gone the server still finds, and marks those present:
+// a large share of a window reported gone at once is how a malformed or
+// over-broad report empties a mirror, so only the UIDs the server also
+// fails to find are acted on.
+func confirmGone(ctx context.Context, sess Session, reported []uint32, answer mailstore.ReconcileAnswer, rep *Report, logger *slog.Logger) error {
+	still, err := sess.ExistingUIDs(ctx, reported)
+	if err != nil {
+		return err
+	}
+	for _, u := range still {
+		answer.Present[u] = true
+	}
+	rep.Contradicted = len(still)
+	if len(still) > 0 {
+		logger.WarnContext(ctx, "the server reported messages gone that a search still finds; they are kept",
+			slog.Int("contradicted", len(still)), slog.Int("reported_gone", len(reported)))
+	}
+	return nil
+}
+
+func storeRanges(rs []imapx.UIDRange) []mailstore.UIDRange {
+	out := make([]mailstore.UIDRange, len(rs))
+	for i, r := range rs {
+		out[i] = mailstore.UIDRange{First: r.First, Last: r.Last}
+	}
+	return out
 }
 
 // Misreport guard thresholds: a disappearance report is confirmed before it

@@ -103,6 +103,19 @@ func (s *Session) Reconcile(ctx context.Context, window []uint32, sinceModSeq ui
 	return out, err
 }
 
+// ReconcileChanges is imapx's question of what changed in the whole open
+// folder since sinceModSeq, under the retrieval pipeline (read-only; see
+// imapx.ReadSession.ReconcileChanges).
+func (s *Session) ReconcileChanges(ctx context.Context, sinceModSeq uint64) (imapx.FolderChanges, error) {
+	var out imapx.FolderChanges
+	err := s.retrieve(ctx, func(ctx context.Context, rs *imapx.ReadSession) error {
+		var err error
+		out, err = rs.ReconcileChanges(ctx, sinceModSeq)
+		return err
+	})
+	return out, err
+}
+
 // ExistingUIDs is imapx's identifier-only UID SEARCH over uids under the
 // retrieval pipeline.
 func (s *Session) ExistingUIDs(ctx context.Context, uids []uint32) ([]uint32, error) {

@@ -17,6 +17,11 @@ type Checkpoint struct {
 	UIDValidity   uint32
 	LastSeenUID   uint32
 	HighestModSeq *uint64
+	// Cycle is the reconciliation cycle in progress, nil when none is.
+	// Only the backward pass writes it (StartReconcileCycle,
+	// CompleteReconcileCycle); AdvanceCheckpoint keeps it within one
+	// UIDVALIDITY and drops it with a reset.
+	Cycle *ReconcileCycle
 	// SynchronizedAt is when the run that wrote it synchronized; zero in a
 	// next checkpoint means the database's now().
 	SynchronizedAt time.Time
@@ -33,12 +38,15 @@ func ReadCheckpoint(ctx context.Context, q Querier, folderID int64) (Checkpoint,
 	var (
 		validity, last int64
 		modseq         *int64
+		cycleModSeq    *int64
+		cycleStarted   *time.Time
 		c              = Checkpoint{FolderID: folderID}
 	)
 	err := q.QueryRow(ctx,
-		`SELECT uid_validity, last_seen_uid, highest_modseq, synchronized_at
+		`SELECT uid_validity, last_seen_uid, highest_modseq, synchronized_at,
+		        reconcile_cycle_modseq, reconcile_cycle_started_at
 		 FROM synchronization_checkpoints WHERE mail_folder_id = $1`,
-		folderID).Scan(&validity, &last, &modseq, &c.SynchronizedAt)
+		folderID).Scan(&validity, &last, &modseq, &c.SynchronizedAt, &cycleModSeq, &cycleStarted)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Checkpoint{}, false, nil
@@ -49,6 +57,9 @@ func ReadCheckpoint(ctx context.Context, q Querier, folderID int64) (Checkpoint,
 	if modseq != nil {
 		m := uint64(*modseq)
 		c.HighestModSeq = &m
+	}
+	if cycleModSeq != nil && cycleStarted != nil {
+		c.Cycle = &ReconcileCycle{ModSeq: uint64(*cycleModSeq), StartedAt: *cycleStarted}
 	}
 	return c, true, nil
 }
@@ -65,7 +76,9 @@ func ReadCheckpoint(ctx context.Context, q Querier, folderID int64) (Checkpoint,
 // A next checkpoint under another UIDVALIDITY than expected's is a reset and
 // may carry any UID; under the same one, a LastSeenUID below expected's is
 // ErrCheckpointRegression. The later of the stored and the new
-// synchronization time is kept. A conflict leaves the caller's transaction
+// synchronization time is kept. next.Cycle is ignored: a reconciliation
+// cycle in progress is kept under the same UIDVALIDITY and dropped by a
+// reset, whose UID space it does not describe. A conflict leaves the caller's transaction
 // usable; checkpoint writes are not retried.
 func AdvanceCheckpoint(ctx context.Context, q Querier, expected *Checkpoint, next Checkpoint) error {
 	if err := validateNext(expected, next); err != nil {
@@ -99,6 +112,8 @@ func AdvanceCheckpoint(ctx context.Context, q Querier, expected *Checkpoint, nex
 	tag, err := q.Exec(ctx,
 		`UPDATE synchronization_checkpoints
 		 SET uid_validity = $4, last_seen_uid = $5, highest_modseq = $6,
+		     reconcile_cycle_modseq = CASE WHEN $4 = $2 THEN reconcile_cycle_modseq END,
+		     reconcile_cycle_started_at = CASE WHEN $4 = $2 THEN reconcile_cycle_started_at END,
 		     synchronized_at = greatest(synchronized_at, coalesce($7, now()))
 		 WHERE mail_folder_id = $1 AND uid_validity = $2 AND last_seen_uid = $3`,
 		next.FolderID, int64(expected.UIDValidity), int64(expected.LastSeenUID),

@@ -193,8 +193,9 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 }
 
 // RecordModSeq records on the folder's checkpoint the modification sequence
-// a pass covered the folder through. Only a pass whose window exhausted the
-// folder's queue may call it; the sequence belongs to the checkpoint's
+// a pass covered the whole folder through: only a pass that asked the whole
+// folder what changed may call it (a cycle records its own through
+// CompleteReconcileCycle). The sequence belongs to the checkpoint's
 // UIDVALIDITY and is never written under another.
 func RecordModSeq(ctx context.Context, q Querier, folderID int64, uidValidity uint32, modSeq uint64) error {
 	if modSeq == 0 || modSeq > 1<<63-1 {

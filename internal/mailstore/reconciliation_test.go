@@ -63,6 +63,33 @@ func TestReconciliation(t *testing.T) {
 		return a
 	}
 
+	t.Run("WindowQueriesAreIndexOnlyScans", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 40)
+		w, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 7, 20)
+		require.NoError(t, err)
+		_, err = mailstore.ApplyReconciliation(ctx, b.pool, w, answer(w, nil, nil), mailstore.RetainTombstone)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(ctx, `ANALYZE stored_emails`)
+		require.NoError(t, err)
+
+		// A table this small is cheaper to scan whole; what is asserted is
+		// that the indexes alone can answer both queries, in order.
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`)
+		require.NoError(t, err)
+		observed, never, err := mailstore.ExplainReconcileWindow(ctx, tx, b.binding.ID, 7, 10)
+		require.NoError(t, err)
+		for _, plan := range []string{observed, never} {
+			require.Contains(t, plan, "Index Only Scan", plan)
+			require.NotContains(t, plan, "Sort", plan)
+		}
+		require.Contains(t, observed, "ix_stored_emails_reconciliation_queue")
+		require.Contains(t, never, "ix_stored_emails_never_observed")
+	})
+
 	t.Run("WindowReservesHalfForObservedMailOnlyAsFarAsThereIsSome", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t, 30)

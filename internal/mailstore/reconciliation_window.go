@@ -14,6 +14,7 @@ package mailstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,8 +33,7 @@ type ReconcileWindow struct {
 	// Observed and NeverObserved count the two groups.
 	Observed, NeverObserved int
 	// Exhausted reports that the window holds the folder's whole queue:
-	// both groups came back shorter than what was asked. Only a pass over
-	// an exhausted window may record the folder's modification sequence.
+	// both groups came back shorter than what was asked.
 	Exhausted bool
 	// TakenAt is when the window was read; an occurrence observed after it
 	// by another writer is left alone when the answer is applied.
@@ -56,7 +56,8 @@ func (w ReconcileWindow) UIDs() []uint32 {
 // observed before, oldest observation first, and only as much of the
 // reserve as there is such mail; the rest goes to never-observed mail in
 // UID order. Each group is one query served by an index scan with no sort
-// step (ix_stored_emails_reconciliation_queue, ix_stored_emails_never_observed).
+// step (ix_stored_emails_reconciliation_queue, ix_stored_emails_never_observed),
+// index-only: both carry the id.
 func SelectReconcileWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (ReconcileWindow, error) {
 	if size < 1 {
 		return ReconcileWindow{}, fmt.Errorf("mailstore: window size %d", size)
@@ -86,28 +87,62 @@ func SelectReconcileWindow(ctx context.Context, q Querier, folderID int64, uidVa
 	return w, nil
 }
 
-func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	return collectWindow(q.Query(ctx, `
+// The window's two queries, each answered by an index-only scan of one
+// partial index, in index order, with no sort step.
+const (
+	selectObservedSQL = `
 		SELECT id, uid FROM stored_emails
 		WHERE mail_folder_id = $1 AND uid_validity = $2
 		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NOT NULL
 		ORDER BY remote_flags_observed_at, uid
-		LIMIT $3`, folderID, int64(uidValidity), limit))
+		LIMIT $3`
+	selectNeverSQL = `
+		SELECT id, uid FROM stored_emails
+		WHERE mail_folder_id = $1 AND uid_validity = $2
+		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
+		ORDER BY uid
+		LIMIT $3`
+)
+
+// ExplainReconcileWindow runs the window's two queries for folderID under
+// uidValidity, each with a limit of size, under EXPLAIN (ANALYZE, BUFFERS)
+// and returns their plans as PostgreSQL prints them: the observed group's,
+// then the never-observed group's. It is how a benchmark or an operator
+// checks that the window stays an index-only scan on a large folder; it
+// reads what a window reads and writes nothing.
+func ExplainReconcileWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (observed, never string, err error) {
+	explain := func(query string) (string, error) {
+		rows, err := q.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+query, folderID, int64(uidValidity), size)
+		if err != nil {
+			return "", fmt.Errorf("mailstore: explain the window: %w", err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("mailstore: explain the window: %w", err)
+		}
+		return strings.Join(lines, "\n"), nil
+	}
+	if observed, err = explain(selectObservedSQL); err != nil {
+		return "", "", err
+	}
+	if never, err = explain(selectNeverSQL); err != nil {
+		return "", "", err
+	}
+	return observed, never, nil
+}
+
+func selectObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return collectWindow(q.Query(ctx, selectObservedSQL, folderID, int64(uidValidity), limit))
 }
 
 func selectNever(ctx context.Context, q Querier, folderID int64, uidValidity uint32, limit int) ([]WindowEntry, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	return collectWindow(q.Query(ctx, `
-		SELECT id, uid FROM stored_emails
-		WHERE mail_folder_id = $1 AND uid_validity = $2
-		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
-		ORDER BY uid
-		LIMIT $3`, folderID, int64(uidValidity), limit))
+	return collectWindow(q.Query(ctx, selectNeverSQL, folderID, int64(uidValidity), limit))
 }
 
 func collectWindow(rows pgx.Rows, err error) ([]WindowEntry, error) {
@@ -125,4 +160,53 @@ func collectWindow(rows pgx.Rows, err error) ([]WindowEntry, error) {
 		return nil, fmt.Errorf("mailstore: select window: %w", err)
 	}
 	return entries, nil
+}
+
+// UIDRange is the closed range of UIDs First:Last, First <= Last.
+type UIDRange struct{ First, Last uint32 }
+
+// SelectOccurrencesIn returns the live occurrences of folderID under
+// uidValidity whose UIDs lie in ranges, ascending by UID: the rows a
+// whole-folder answer named, as the entries of a window ApplyReconciliation
+// takes. ranges should be normalized (sorted, not overlapping); each is one
+// range scan of ix_stored_emails_folder_uid, so a range naming UIDs that
+// were never stored costs nothing beyond its probe.
+func SelectOccurrencesIn(ctx context.Context, q Querier, folderID int64, uidValidity uint32, ranges []UIDRange) ([]WindowEntry, error) {
+	if len(ranges) == 0 {
+		return nil, nil
+	}
+	lo, hi := rangeBounds(ranges)
+	return collectWindow(q.Query(ctx, `
+		SELECT e.id, e.uid
+		FROM unnest($3::bigint[], $4::bigint[]) AS r(lo, hi)
+		JOIN stored_emails e ON e.mail_folder_id = $1 AND e.uid_validity = $2 AND e.uid BETWEEN r.lo AND r.hi
+		WHERE e.remote_expunge_observed_at IS NULL
+		ORDER BY e.uid`, folderID, int64(uidValidity), lo, hi))
+}
+
+// SelectOccurrencesOutside returns the live occurrences of folderID under
+// uidValidity whose UIDs lie in none of ranges, ascending by UID: the
+// stored mail a search of the whole folder did not find. It reads every
+// live UID of the folder once (an index scan of ix_stored_emails_folder_uid
+// filtered by a multirange), which is the price of a server that cannot
+// report what vanished.
+func SelectOccurrencesOutside(ctx context.Context, q Querier, folderID int64, uidValidity uint32, ranges []UIDRange) ([]WindowEntry, error) {
+	lo, hi := rangeBounds(ranges)
+	return collectWindow(q.Query(ctx, `
+		WITH found AS (
+			SELECT coalesce(range_agg(int8range(r.lo, r.hi, '[]')), '{}'::int8multirange) AS uids
+			FROM unnest($3::bigint[], $4::bigint[]) AS r(lo, hi)
+		)
+		SELECT e.id, e.uid FROM stored_emails e, found f
+		WHERE e.mail_folder_id = $1 AND e.uid_validity = $2 AND e.remote_expunge_observed_at IS NULL
+		  AND NOT (e.uid <@ f.uids)
+		ORDER BY e.uid`, folderID, int64(uidValidity), lo, hi))
+}
+
+func rangeBounds(ranges []UIDRange) (lo, hi []int64) {
+	lo, hi = make([]int64, len(ranges)), make([]int64, len(ranges))
+	for i, r := range ranges {
+		lo[i], hi[i] = int64(r.First), int64(r.Last)
+	}
+	return lo, hi
 }

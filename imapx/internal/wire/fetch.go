@@ -28,7 +28,7 @@ var flagsFetchItems = map[FetchItem]bool{FetchFlags: true, FetchUID: true, Fetch
 
 // FlagsFetch is the question of one UIDFetchFlags.
 type FlagsFetch struct {
-	Set   string // a sequence-set of UIDs, without "*"
+	Set   string // a sequence-set of UIDs without "*", or WholeFolder
 	Items []FetchItem
 	// ChangedSince, when not zero, adds the CHANGEDSINCE modifier (RFC 7162
 	// §3.1.4.1): only messages whose mod-sequence is higher are described.
@@ -45,7 +45,7 @@ var errFetchRequest = errors.New("imapx: invalid reconciliation fetch")
 // fetch modifiers as in RFC 4466 §2.4):
 // "<set> (FLAGS UID [MODSEQ]) [(CHANGEDSINCE <n> [VANISHED])]".
 func (q FlagsFetch) args() (string, error) {
-	if q.Set == "" || strings.Trim(q.Set, "0123456789:,") != "" || len(q.Items) == 0 {
+	if !validSet(q.Set) || len(q.Items) == 0 {
 		return "", errFetchRequest
 	}
 	if q.Vanished && q.ChangedSince == 0 {
@@ -83,7 +83,8 @@ func (q FlagsFetch) args() (string, error) {
 // the server rather than failing the command.
 //
 // It fetches no message content: a request naming an item other than
-// FetchFlags, FetchUID and FetchModSeq, a set with "*", or VANISHED without
+// FetchFlags, FetchUID and FetchModSeq, a set with "*" other than
+// WholeFolder, or VANISHED without
 // CHANGEDSINCE is refused before anything is sent, and without an open
 // folder it is ErrNoFolder.
 func (c *Conn) UIDFetchFlags(ctx context.Context, timeout time.Duration, q FlagsFetch, handle Handler) error {

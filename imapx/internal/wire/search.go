@@ -2,7 +2,6 @@ package wire
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -18,10 +17,10 @@ import (
 // that answers another command (its correlator names another tag) does not
 // reach handle.
 //
-// A set with "*" is refused before anything is sent, and without an open
+// A set with "*" other than WholeFolder is refused before anything is sent, and without an open
 // folder it is ErrNoFolder.
 func (c *Conn) UIDSearch(ctx context.Context, timeout time.Duration, set string, handle Handler) error {
-	if set == "" || strings.Trim(set, "0123456789:,") != "" {
+	if !validSet(set) {
 		return errFetchRequest
 	}
 	if c.folder == "" {

@@ -3,6 +3,7 @@ package wire
 import (
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // UID sets as a Conn's commands write them and its responses carry them
@@ -14,6 +15,15 @@ import (
 // whose compressed set is longer is asked about in several commands
 // (ChunkUIDs).
 const MaxSetBytes = 7900
+
+// WholeFolder is the sequence-set of every UID of the open folder, the one
+// set with "*" a Conn sends (RFC 3501 §9: "*" is the largest UID in use).
+const WholeFolder = "1:*"
+
+// validSet reports whether set is a sequence-set of numbers, or WholeFolder.
+func validSet(set string) bool {
+	return set == WholeFolder || (set != "" && strings.Trim(set, "0123456789:,") == "")
+}
 
 // UIDRange is the closed range Lo:Hi, Lo <= Hi, both non-zero.
 type UIDRange struct{ Lo, Hi uint32 }

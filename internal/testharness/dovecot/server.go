@@ -357,6 +357,26 @@ func (s *Server) Restart() {
 	}
 }
 
+// RestartWith applies opts to the server's configuration and restarts it
+// as Restart does, on the same ports with the same users and mail: a
+// server whose advertised capabilities change between two sessions, as
+// after an upgrade or a downgrade. Options that write files at start
+// (WithCA, WithCertificate, WithOAuth2) keep what Start wrote. It fails
+// the test for a shared server.
+func (s *Server) RestartWith(opts ...Option) {
+	s.t.Helper()
+	s.mustOwn("RestartWith")
+	s.in.stop()
+	s.in.mu.Lock()
+	for _, opt := range opts {
+		opt(&s.in.params.opts)
+	}
+	s.in.mu.Unlock()
+	if err := s.in.start(false); err != nil {
+		s.t.Fatalf("dovecot: restart: %v", err)
+	}
+}
+
 func (s *Server) mustOwn(op string) {
 	s.t.Helper()
 	if s.in.shared {

@@ -19,8 +19,9 @@ import (
 // Recorder records the bytes every connection it dials sends. The zero
 // value is ready to use; it is safe for concurrent use.
 type Recorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	conns []*bytes.Buffer // each connection's bytes, in dial order
 }
 
 // Dial returns a dial function (imapx.Endpoint.Dial) that connects to
@@ -35,7 +36,11 @@ func (r *Recorder) Dial(target string) func(ctx context.Context, network, addr s
 		if err != nil {
 			return nil, err
 		}
-		return &recordingConn{Conn: c, r: r}, nil
+		own := &bytes.Buffer{}
+		r.mu.Lock()
+		r.conns = append(r.conns, own)
+		r.mu.Unlock()
+		return &recordingConn{Conn: c, r: r, own: own}, nil
 	}
 }
 
@@ -46,11 +51,34 @@ func (r *Recorder) String() string {
 	return r.buf.String()
 }
 
+// Conns returns the recorded lines of each connection dialed, in dial
+// order, split like Lines: how many commands each connection of a session
+// sent, which one recording of all connections cannot tell.
+func (r *Recorder) Conns() [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([][]string, len(r.conns))
+	for i, b := range r.conns {
+		out[i] = splitLines(b.String())
+	}
+	return out
+}
+
+// Reset forgets everything recorded, and the connections dialed so far.
+func (r *Recorder) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf.Reset()
+	r.conns = nil
+}
+
 // Lines returns the recorded lines (commands with their tags, literals and
 // SASL responses as lines of their own), empty ones left out.
-func (r *Recorder) Lines() []string {
+func (r *Recorder) Lines() []string { return splitLines(r.String()) }
+
+func splitLines(s string) []string {
 	var out []string
-	for _, l := range strings.Split(r.String(), "\r\n") {
+	for _, l := range strings.Split(s, "\r\n") {
 		if l != "" {
 			out = append(out, l)
 		}
@@ -60,12 +88,14 @@ func (r *Recorder) Lines() []string {
 
 type recordingConn struct {
 	net.Conn
-	r *Recorder
+	r   *Recorder
+	own *bytes.Buffer
 }
 
 func (c *recordingConn) Write(p []byte) (int, error) {
 	c.r.mu.Lock()
 	c.r.buf.Write(p)
+	c.own.Write(p)
 	c.r.mu.Unlock()
 	return c.Conn.Write(p)
 }
