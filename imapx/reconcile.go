@@ -484,18 +484,7 @@ func (rs *reconcileState) handle(r *wire.Response) {
 		if _, ok := slices.BinarySearch(rs.window, r.Fetch.UID); !ok {
 			return
 		}
-		a := rs.answered[r.Fetch.UID]
-		if a == nil {
-			a = &wire.FetchAttrs{UID: r.Fetch.UID}
-			rs.answered[r.Fetch.UID] = a
-		}
-		// A server may split one message's items over several responses.
-		if r.Fetch.HasFlags {
-			a.Flags, a.HasFlags = r.Fetch.Flags, true
-		}
-		if r.Fetch.HasModSeq {
-			a.ModSeq, a.HasModSeq = r.Fetch.ModSeq, true
-		}
+		mergeFetch(rs.answered, r.Fetch)
 	case wire.RespVanished:
 		if r.Earlier && rs.phase != phaseFetch {
 			return
@@ -544,4 +533,22 @@ func (rs *reconcileState) complete() error {
 		return fmt.Errorf("%w (%d FETCH answers without FLAGS)", ErrIncompleteAnswer, missing)
 	}
 	return nil
+}
+
+// mergeFetch records what one FETCH response says of a message in
+// answered, keyed by UID. A server may split one message's items over
+// several responses, so an item a later response carries is added to what
+// earlier ones said; an item it lacks leaves the earlier value.
+func mergeFetch(answered map[uint32]*wire.FetchAttrs, f wire.FetchAttrs) {
+	a := answered[f.UID]
+	if a == nil {
+		a = &wire.FetchAttrs{UID: f.UID}
+		answered[f.UID] = a
+	}
+	if f.HasFlags {
+		a.Flags, a.HasFlags = f.Flags, true
+	}
+	if f.HasModSeq {
+		a.ModSeq, a.HasModSeq = f.ModSeq, true
+	}
 }

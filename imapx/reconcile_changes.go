@@ -156,18 +156,7 @@ func (cs *changeState) handle(r *wire.Response) {
 		if !r.Fetch.HasUID || !cs.fetching {
 			return // unsolicited, or about a message it does not identify
 		}
-		a := cs.answered[r.Fetch.UID]
-		if a == nil {
-			a = &wire.FetchAttrs{UID: r.Fetch.UID}
-			cs.answered[r.Fetch.UID] = a
-		}
-		// A server may split one message's items over several responses.
-		if r.Fetch.HasFlags {
-			a.Flags, a.HasFlags = r.Fetch.Flags, true
-		}
-		if r.Fetch.HasModSeq {
-			a.ModSeq, a.HasModSeq = r.Fetch.ModSeq, true
-		}
+		mergeFetch(cs.answered, r.Fetch)
 	case wire.RespVanished:
 		if r.Earlier && !cs.fetching {
 			return
