@@ -94,7 +94,9 @@ func TestConnections(t *testing.T) {
 
 	t.Run("ClosedAfterTheIdlePeriod", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := setup(t, 300*time.Millisecond)
+		// Long enough that the slot is still held when the next line looks
+		// on a loaded machine; the connection closes once it has passed.
+		ctx, b := setup(t, 2*time.Second)
 		use(ctx, t, b)
 		require.ErrorIs(t, b.lockOf(ctx), slots.ErrFull)
 		require.Eventually(t, func() bool { return b.lockOf(ctx) == nil }, 10*time.Second, 50*time.Millisecond,
