@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 )
 
 // FolderPass is the forward synchronization pass over one alias binding of
@@ -31,15 +30,6 @@ func (FolderPass) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{
 		Queue:       QueueFolders,
 		MaxAttempts: FolderPassMaxAttempts,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable,
-				rivertype.JobStatePending,
-				rivertype.JobStateRetryable,
-				rivertype.JobStateRunning,
-				rivertype.JobStateScheduled,
-			},
-		},
+		UniqueOpts:  uniqueWhileOutstanding(),
 	}
 }

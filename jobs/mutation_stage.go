@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 )
 
 // MutationStage carries one stage of a mailbox mutation: the first is
@@ -30,15 +29,6 @@ func (MutationStage) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{
 		Queue:       QueueMutations,
 		MaxAttempts: 1,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable,
-				rivertype.JobStatePending,
-				rivertype.JobStateRetryable,
-				rivertype.JobStateRunning,
-				rivertype.JobStateScheduled,
-			},
-		},
+		UniqueOpts:  uniqueWhileOutstanding(),
 	}
 }

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 )
 
 // ReconcileWindow is one backward pass over an alias binding: a bounded
@@ -26,12 +25,6 @@ func (ReconcileWindow) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{
 		Queue:       QueueFolders,
 		MaxAttempts: 10,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
-				rivertype.JobStateRunning, rivertype.JobStateScheduled,
-			},
-		},
+		UniqueOpts:  uniqueWhileOutstanding(),
 	}
 }

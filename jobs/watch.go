@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 )
 
 // Watch keeps one push account's folders watched: one subscription for
@@ -31,15 +30,6 @@ func (Watch) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{
 		Queue:       QueueWatches,
 		MaxAttempts: WatchMaxAttempts,
-		UniqueOpts: river.UniqueOpts{
-			ByArgs: true,
-			ByState: []rivertype.JobState{
-				rivertype.JobStateAvailable,
-				rivertype.JobStatePending,
-				rivertype.JobStateRetryable,
-				rivertype.JobStateRunning,
-				rivertype.JobStateScheduled,
-			},
-		},
+		UniqueOpts:  uniqueWhileOutstanding(),
 	}
 }
