@@ -190,30 +190,11 @@ func TestWatchWaitFailures(t *testing.T) {
 // connection usable.
 func TestWatchSubscriptionDeclined(t *testing.T) {
 	t.Parallel()
-	srv := imapscript.Start(t, func(c *imapscript.Conn) {
-		c.Greet("IMAP4rev1 SASL-IR AUTH=PLAIN IDLE NOTIFY")
-		tag, _, _, ok := c.Authenticate()
-		if !ok {
-			return
-		}
-		c.Send(tag + " OK [CAPABILITY IMAP4rev1 IDLE NOTIFY] logged in")
-		for {
-			line, ok := c.ReadLine()
-			if !ok {
-				return
-			}
-			f := strings.Fields(line)
-			switch strings.ToUpper(f[1]) {
-			case "EXAMINE":
-				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", f[0]+" OK [READ-ONLY] done")
-			case "NOTIFY":
-				c.Send(f[0] + " NO [NOTIFICATIONOVERFLOW] too many mailboxes")
-			case "LOGOUT":
-				c.Send("* BYE bye", f[0]+" OK done")
-				return
-			}
-		}
-	})
+	srv := imapscript.Start(t, imapscript.WatchServer(func(c *imapscript.Conn, tag string) {
+		c.Send(tag + " NO [NOTIFICATIONOVERFLOW] too many mailboxes")
+	}, func(c *imapscript.Conn, tag string) {
+		c.Send(tag + " BAD not scripted")
+	}))
 	b := setup(t, nil)
 	ep := b.endpoint(imapx.None)
 	ep.Host, ep.Port = srv.Host(), srv.Port()
@@ -235,29 +216,11 @@ func TestWatchSubscriptionDeclined(t *testing.T) {
 // session is closed: the subscription is gone.
 func TestWatchServerEndsNotifications(t *testing.T) {
 	t.Parallel()
-	srv := imapscript.Start(t, func(c *imapscript.Conn) {
-		c.Greet("IMAP4rev1 SASL-IR AUTH=PLAIN IDLE NOTIFY")
-		tag, _, _, ok := c.Authenticate()
-		if !ok {
-			return
-		}
-		c.Send(tag + " OK [CAPABILITY IMAP4rev1 IDLE NOTIFY] logged in")
-		for {
-			line, ok := c.ReadLine()
-			if !ok {
-				return
-			}
-			f := strings.Fields(line)
-			switch strings.ToUpper(f[1]) {
-			case "EXAMINE":
-				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", f[0]+" OK [READ-ONLY] done")
-			case "NOTIFY":
-				c.Send(f[0] + " OK notifying")
-			case "IDLE":
-				c.Send("+ idling", "* OK [NOTIFICATIONOVERFLOW] too many changes")
-			}
-		}
-	})
+	srv := imapscript.Start(t, imapscript.WatchServer(func(c *imapscript.Conn, tag string) {
+		c.Send(tag + " OK notifying")
+	}, func(c *imapscript.Conn, tag string) {
+		c.Send("+ idling", "* OK [NOTIFICATIONOVERFLOW] too many changes")
+	}))
 	b := setup(t, nil)
 	ep := b.endpoint(imapx.None)
 	ep.Host, ep.Port = srv.Host(), srv.Port()

@@ -161,43 +161,17 @@ type watchScript struct {
 }
 
 func (w *watchScript) script(notify func(c *imapscript.Conn, tag string), idle func(c *imapscript.Conn, tag string)) imapscript.Script {
-	return func(c *imapscript.Conn) {
-		c.Greet("IMAP4rev1 SASL-IR AUTH=PLAIN IDLE NOTIFY")
-		tag, _, _, ok := c.Authenticate()
-		if !ok {
-			return
-		}
-		c.Send(tag + " OK [CAPABILITY IMAP4rev1 IDLE NOTIFY] logged in")
-		for {
-			line, ok := c.ReadLine()
-			if !ok {
-				return
-			}
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
-			switch strings.ToUpper(f[1]) {
-			case "EXAMINE":
-				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", f[0]+" OK [READ-ONLY] done")
-			case "NOTIFY":
-				w.mu.Lock()
-				w.notifys = append(w.notifys, time.Now())
-				w.mu.Unlock()
-				notify(c, f[0])
-			case "IDLE":
-				w.mu.Lock()
-				w.idles++
-				w.mu.Unlock()
-				idle(c, f[0])
-			case "LOGOUT":
-				c.Send("* BYE bye", f[0]+" OK done")
-				return
-			default:
-				c.Send(f[0] + " BAD not scripted")
-			}
-		}
-	}
+	return imapscript.WatchServer(func(c *imapscript.Conn, tag string) {
+		w.mu.Lock()
+		w.notifys = append(w.notifys, time.Now())
+		w.mu.Unlock()
+		notify(c, tag)
+	}, func(c *imapscript.Conn, tag string) {
+		w.mu.Lock()
+		w.idles++
+		w.mu.Unlock()
+		idle(c, tag)
+	})
 }
 
 // idleOK serves IDLE as a quiet server does: a continuation, and the

@@ -405,3 +405,42 @@ func ScramServer(username, password string) Script {
 		c.Serve()
 	}
 }
+
+// WatchServer is a script for a server offering IDLE and NOTIFY (RFC 2177,
+// RFC 5465) that logs anyone in, answers EXAMINE with an empty read-only
+// folder and LOGOUT with BYE, and hands NOTIFY and IDLE, with their tags,
+// to notify and idle; anything else is BAD. It stands in where a real
+// server cannot be made to decline a subscription or end one.
+func WatchServer(notify, idle func(c *Conn, tag string)) Script {
+	return func(c *Conn) {
+		c.Greet("IMAP4rev1 SASL-IR AUTH=PLAIN IDLE NOTIFY")
+		tag, _, _, ok := c.Authenticate()
+		if !ok {
+			return
+		}
+		c.Send(tag + " OK [CAPABILITY IMAP4rev1 IDLE NOTIFY] logged in")
+		for {
+			line, ok := c.ReadLine()
+			if !ok {
+				return
+			}
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			switch strings.ToUpper(f[1]) {
+			case "EXAMINE":
+				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", f[0]+" OK [READ-ONLY] done")
+			case "NOTIFY":
+				notify(c, f[0])
+			case "IDLE":
+				idle(c, f[0])
+			case "LOGOUT":
+				c.Send("* BYE bye", f[0]+" OK done")
+				return
+			default:
+				c.Send(f[0] + " BAD not scripted")
+			}
+		}
+	}
+}
