@@ -128,10 +128,11 @@ type Limits struct {
 	// behind always makes), which is where the reconciliation window that
 	// follows every pass is scheduled.
 	AfterFinalCheckpoint func(ctx context.Context, tx pgx.Tx) error
-	// Offer, when set, runs in each write group's own commit with the ids
-	// of the messages the group stored, after every write of the group was
-	// answered and before the commit: it is where the group offers them for
-	// embedding. It must not wait on anything slower than the database —
+	// Offer, when set, runs in each of a write group's transactions (one
+	// per writer connection) with the ids of the messages that transaction
+	// stored, after every write of the group was answered and before the
+	// commit: it is where the group offers them for embedding, durable with
+	// exactly the rows it names. It must not wait on anything slower than the database —
 	// no provider call — and whatever it decides (accept or refuse) must
 	// not change what the pass stores or reports. When a group is written
 	// again after a conflict, Offer runs again in the new transactions

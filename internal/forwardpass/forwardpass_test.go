@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -389,4 +391,38 @@ func TestForwardPassStopsAtABatchBoundary(t *testing.T) {
 	cp, _, err := mailstore.ReadCheckpoint(ctx, pool, binding.ID)
 	require.NoError(t, err)
 	require.Equal(t, uint32(10), cp.LastSeenUID)
+}
+
+// With two writer connections the group commits in two transactions; each
+// offers exactly the messages it wrote, so an offer is never visible (and
+// worked) before the messages it names.
+func TestForwardPassOffersEachMessageInTheTransactionThatWroteIt(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	second, err := b.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer second.Release()
+
+	var mu sync.Mutex
+	var offered []uuid.UUID
+	offer := func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
+		var visible int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE id = ANY($1)`, ids).Scan(&visible); err != nil {
+			return err
+		}
+		if visible != len(ids) {
+			return fmt.Errorf("offered %d messages in a transaction that holds %d of them", len(ids), visible)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		offered = append(offered, ids...)
+		return nil
+	}
+	rep, err := Run(ctx, b.conn, &answerTwiceSession{n: 20}, b.binding, Limits{
+		SecondWriter: second, BatchSize: 20, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20, Offer: offer,
+		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.Equal(t, 20, rep.Stored)
+	require.Len(t, offered, 20, "every stored message is offered once")
 }

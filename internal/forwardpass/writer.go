@@ -58,11 +58,9 @@ type writer struct {
 	attempts int
 	// group is the writes since the last commit.
 	group []groupWrite
-	// stored is the stored-email ids the open group's answered writes
-	// returned, and offer, when set, what the group's commit offers them
-	// to (Limits.Offer).
-	stored []uuid.UUID
-	offer  func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
+	// offer, when set, is what each lane's commit offers the stored-email
+	// ids its own writes of the open group returned (Limits.Offer).
+	offer func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
 }
 
 // groupWrite is one write of the open group, kept until the group commits.
@@ -80,6 +78,11 @@ type lane struct {
 	err  error
 	// id is the stored email the answered write returned.
 	id uuid.UUID
+	// stored is the stored-email ids this lane's transaction wrote in the
+	// open group: what its commit offers. The lanes commit apart, so an
+	// offer made in one lane for another lane's messages could be worked
+	// before those messages are visible, and find nothing to embed.
+	stored []uuid.UUID
 }
 
 func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits, attempts int) *writer {
@@ -109,7 +112,7 @@ func (w *writer) receive() (*lane, error) {
 	err := l.err
 	l.err = nil
 	if err == nil && l.id != uuid.Nil {
-		w.stored = append(w.stored, l.id)
+		l.stored = append(l.stored, l.id)
 	}
 	return l, err
 }
@@ -192,7 +195,7 @@ func (w *writer) commit(ctx context.Context) error {
 
 func (w *writer) endGroup() {
 	w.group = w.group[:0]
-	w.stored = w.stored[:0]
+	w.clearStored()
 	w.messages, w.bytes = 0, 0
 }
 
@@ -231,13 +234,12 @@ func (w *writer) commitLanes(ctx context.Context) error {
 	if err := w.drain(); err != nil {
 		return err
 	}
-	if w.offer != nil && len(w.stored) > 0 {
+	if w.offer != nil {
 		for _, l := range w.lanes {
-			if l.tx != nil {
-				if err := w.offer(ctx, l.tx, w.stored); err != nil {
+			if l.tx != nil && len(l.stored) > 0 {
+				if err := w.offer(ctx, l.tx, l.stored); err != nil {
 					return err
 				}
-				break
 			}
 		}
 	}
@@ -265,11 +267,18 @@ func (w *writer) commitLanes(ctx context.Context) error {
 
 func (w *writer) rollback(ctx context.Context) {
 	_ = w.drain()
-	w.stored = w.stored[:0]
+	w.clearStored()
 	for _, l := range w.lanes {
 		if l.tx != nil {
 			_ = l.tx.Rollback(context.WithoutCancel(ctx))
 			l.tx = nil
 		}
+	}
+}
+
+// clearStored forgets the ids the lanes wrote in the open group.
+func (w *writer) clearStored() {
+	for _, l := range w.lanes {
+		l.stored = l.stored[:0]
 	}
 }
