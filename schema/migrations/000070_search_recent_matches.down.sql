@@ -1,4 +1,5 @@
 DROP FUNCTION mailfathom_search(regconfig, text, text[], text, text, integer, integer);
+DROP FUNCTION mailfathom_search_matching(tsquery, bigint[], integer);
 DROP FUNCTION mailfathom_search_recent(tsquery, bigint[], integer);
 DROP FUNCTION mailfathom_search_strategy(regconfig, text, integer);
 DROP INDEX ix_stored_emails_recent;

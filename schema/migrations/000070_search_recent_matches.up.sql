@@ -65,6 +65,34 @@ AS $$
     LIMIT rank_window
 $$;
 
+-- mailfathom_search_matching returns the same as mailfathom_search_recent
+-- by collecting every match of tsq through the search vector's index
+-- first, then keeping the rank_window most recently sent of those served
+-- in folders: each match is looked up by its id. Left to itself the
+-- planner reads the whole of stored_emails into a hash table instead,
+-- which costs more than a rare query's lookups; the settings leave it the
+-- lookups.
+CREATE FUNCTION mailfathom_search_matching(tsq tsquery, folders bigint[], rank_window integer)
+RETURNS TABLE (id uuid, mail_folder_id bigint, sent_at timestamptz, subject text, v tsvector)
+LANGUAGE sql STABLE
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET max_parallel_workers_per_gather = 0
+AS $$
+    WITH found AS MATERIALIZED (
+        -- Only the ids: a vector is read again for the window alone.
+        SELECT d.stored_email_id AS id FROM email_search_documents d WHERE d.search_vector @@ tsq),
+    recent AS MATERIALIZED (
+        SELECT e.id, e.mail_folder_id, e.sent_at, e.subject
+        FROM found m JOIN served_stored_emails e ON e.id = m.id
+        WHERE e.mail_folder_id = ANY(folders)
+        ORDER BY e.sent_at DESC NULLS LAST, e.id DESC
+        LIMIT rank_window)
+    SELECT r.id, r.mail_folder_id, r.sent_at, r.subject, d.search_vector
+    FROM recent r JOIN email_search_documents d ON d.stored_email_id = r.id
+$$;
+
 -- mailfathom_search is lexical search over the served mail
 -- (served_stored_emails) of the accounts named, narrowed to one account
 -- and one folder alias when those are given: the rank_window most recently
@@ -86,7 +114,7 @@ AS $$
 DECLARE
     tsq tsquery := websearch_to_tsquery(configuration, query);
     folders bigint[];
-    matches text;
+    matches name;
 BEGIN
     SELECT coalesce(array_agg(f.id), '{}') INTO folders
     FROM mail_folders f JOIN mailbox_accounts a ON a.id = f.mailbox_account_id
@@ -97,27 +125,12 @@ BEGIN
         RETURN;
     END IF;
     IF (mailfathom_search_strategy(configuration, query, rank_window)).strategy = 'recent' THEN
-        matches := 'SELECT * FROM mailfathom_search_recent($1, $2, $3)';
+        matches := 'mailfathom_search_recent';
     ELSE
-        -- Every match through the vector's index, then the most recent.
-        -- Only the ids are collected: a vector is read again for the
-        -- window alone.
-        matches := $q$
-            WITH found AS MATERIALIZED (
-                SELECT d.stored_email_id AS id FROM email_search_documents d WHERE d.search_vector @@ $1),
-            recent AS MATERIALIZED (
-                SELECT e.id, e.mail_folder_id, e.sent_at, e.subject
-                FROM found m JOIN served_stored_emails e ON e.id = m.id
-                WHERE e.mail_folder_id = ANY($2)
-                ORDER BY e.sent_at DESC NULLS LAST, e.id DESC
-                LIMIT $3)
-            SELECT r.*, d.search_vector AS v
-            FROM recent r JOIN email_search_documents d ON d.stored_email_id = r.id $q$;
+        matches := 'mailfathom_search_matching';
     END IF;
-    -- EXECUTE plans with the values at hand, so the planner sees the query
-    -- and the folders rather than guessing at parameters.
     RETURN QUERY EXECUTE format($q$
-        WITH recent AS MATERIALIZED (%s),
+        WITH recent AS MATERIALIZED (SELECT * FROM %I($1, $2, $3)),
         ranked AS MATERIALIZED (
             SELECT r.id, r.mail_folder_id, r.sent_at, r.subject, ts_rank(r.v, $1) AS rank
             FROM recent r
