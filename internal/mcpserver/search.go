@@ -33,7 +33,7 @@ func (s *server) addSearchTool(srv *mcp.Server) {
 		Name:  "search_emails",
 		Title: "Search emails",
 		Description: "Searches the stored mail by its words (lexical), by meaning (semantic) or both (hybrid), best matches first, " +
-			"narrowed by the same filters as list_emails.",
+			"narrowed by the same filters as list_emails. By its words it ranks the 1 000 most recently sent matches of the account and alias asked for.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.searchEmails)
 }

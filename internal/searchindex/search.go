@@ -40,16 +40,23 @@ type Hit struct {
 	Rank          float32
 }
 
-// RankWindow is how many matches Search ranks: the most recently sent.
-// Ranking reads each match's whole search vector, so ranking every match
-// of a word in most of a large mailbox would take seconds; the rest are
-// not returned.
+// RankWindow is how many matches Search ranks: the most recently sent, of
+// the mail the query may see. It is mailfathom_search's default window.
+// Ranking reads each match's whole search vector, and collecting every
+// match of a word found in much of a large mailbox costs a page per match,
+// so a common word's search walks the mail newest first and stops at the
+// window instead: tens of milliseconds at 100 000 messages rather than a
+// second. Older matches are not returned.
 const RankWindow = 1000
 
-// Search returns the best matching messages, most relevant first, among
-// the RankWindow most recently sent matches of the mail served
-// (served_stored_emails: no tombstone, and of the UID space each binding
-// serves). A query matching fewer messages ranks them all.
+// Search returns the best matching messages, most relevant first (ties
+// most recently sent first), among the RankWindow most recently sent
+// matches of the mail served (served_stored_emails: no tombstone, and of
+// the UID space each binding serves) in the accounts, account and alias
+// asked for. The narrowing applies before the window. A query matching
+// fewer messages ranks them all. It is the SQL function
+// mailfathom_search, which the README documents for psql: both answer
+// alike because they are the same.
 func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 	if query.Text == "" {
 		return nil, errors.New("searchindex: empty query")
@@ -63,36 +70,9 @@ func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 	}
 	limit = min(limit, 500)
 	rows, err := q.Query(ctx, `
-		WITH query AS (SELECT websearch_to_tsquery($1::regconfig, $2) AS tsq),
-		-- The index finds the matching documents first, whatever the
-		-- planner guesses about the joins below (it estimates them from
-		-- small tables that are rarely analyzed).
-		matched AS MATERIALIZED (
-			SELECT d.stored_email_id AS id
-			FROM query, email_search_documents d
-			WHERE d.search_vector @@ query.tsq),
-		-- The most recent matches the caller may see, at most RankWindow.
-		recent AS MATERIALIZED (
-			SELECT e.id, a.account_key, f.alias, e.sent_at, e.subject
-			FROM matched m
-			JOIN served_stored_emails e ON e.id = m.id
-			JOIN mail_folders f ON f.id = e.mail_folder_id
-			JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-			WHERE a.account_key = ANY($3)
-			  AND ($4 = '' OR a.account_key = $4)
-			  AND ($5 = '' OR f.alias = $5)
-			ORDER BY e.sent_at DESC NULLS LAST, e.id DESC
-			LIMIT $7)
-		SELECT r.id, r.account_key, r.alias, r.sent_at,
-		       coalesce((SELECT p.address FROM email_participants p
-		                 WHERE p.stored_email_id = r.id AND p.role = 'From' ORDER BY p.position LIMIT 1), ''),
-		       coalesce(r.subject, ''),
-		       ts_rank(d.search_vector, query.tsq)
-		FROM query, recent r
-		JOIN email_search_documents d ON d.stored_email_id = r.id
-		ORDER BY 7 DESC, r.sent_at DESC NULLS LAST, r.id DESC
-		LIMIT $6`,
-		query.Configuration, query.Text, query.Accounts, query.Account, query.Alias, limit, RankWindow)
+		SELECT stored_email_id, account_key, folder_alias, sent_at, sender, subject, rank
+		FROM mailfathom_search($1::regconfig, $2, $3, nullif($4, ''), nullif($5, ''), $6)`,
+		query.Configuration, query.Text, query.Accounts, query.Account, query.Alias, limit)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: search: %w", err)
 	}
@@ -104,4 +84,27 @@ func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 		return nil, fmt.Errorf("searchindex: search: %w", err)
 	}
 	return hits, nil
+}
+
+// Strategy is how mailfathom_search finds a query's matches.
+type Strategy struct {
+	// Name is "index" (every match through the search vector's index,
+	// for a rare query) or "recent" (the mail walked newest first until
+	// RankWindow matches, for a common one).
+	Name string
+	// EstimatedMatches is the planner's estimate of the matching
+	// documents, and Documents its count of documents, that chose it.
+	EstimatedMatches, Documents float64
+}
+
+// SearchStrategy returns how a search for text would find its matches.
+// The answer is the same either way; the strategy decides only its cost.
+func SearchStrategy(ctx context.Context, q Querier, configuration, text string) (Strategy, error) {
+	var s Strategy
+	err := q.QueryRow(ctx, `SELECT strategy, estimated_matches, documents FROM mailfathom_search_strategy($1::regconfig, $2, $3)`,
+		configuration, text, RankWindow).Scan(&s.Name, &s.EstimatedMatches, &s.Documents)
+	if err != nil {
+		return Strategy{}, fmt.Errorf("searchindex: search strategy: %w", err)
+	}
+	return s, nil
 }
