@@ -216,8 +216,8 @@ func BenchmarkFirstSync(b *testing.B) {
 			if statements > 0 {
 				logStatements(b, bundle.pool, statements)
 			}
-			b.Logf("run %d%s%s: %s", i+1, map[bool]string{true: " (provider hanging)", false: ""}[mode == "compare" && profiled],
-				map[bool]string{true: "", false: " (compression off)"}[compress], r)
+			b.Logf("run %d%s%s: %s%s", i+1, map[bool]string{true: " (provider hanging)", false: ""}[mode == "compare" && profiled],
+				map[bool]string{true: "", false: " (compression off)"}[compress], r, onWire())
 			bundle.requireStored(b, "bench", "INBOX", user, c)
 			if !compress {
 				plain.add(r)
