@@ -59,8 +59,17 @@ func TestDeflateConn(t *testing.T) {
 	require.NoError(t, err)
 	cb, err := newDeflateConn(b, bufio.NewReader(b))
 	require.NoError(t, err)
-	for _, msg := range []string{"R1 EXAMINE INBOX\r\n", strings.Repeat("* 1 FETCH (FLAGS ())\r\n", 500)} {
-		go func() { _, _ = ca.Write([]byte(msg)) }()
+	require.NoError(t, b.SetReadDeadline(time.Now().Add(5*time.Second)))
+	msgs := []string{"R1 EXAMINE INBOX\r\n", strings.Repeat("* 1 FETCH (FLAGS ())\r\n", 500)}
+	go func() {
+		// One writer, as on a connection: each write is flushed whole.
+		for _, msg := range msgs {
+			if _, err := ca.Write([]byte(msg)); err != nil {
+				return
+			}
+		}
+	}()
+	for _, msg := range msgs {
 		got := make([]byte, len(msg))
 		_, err := io.ReadFull(cb, got)
 		require.NoError(t, err)
