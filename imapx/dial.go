@@ -28,6 +28,8 @@ type conn struct {
 	sock   *wire.Socket // the dialed socket, its broken flag and its kill
 	client *imapclient.Client
 	tls    bool
+	// compressed reports that COMPRESS=DEFLATE is on (compress.go).
+	compressed bool
 	// expunges counts the EXPUNGE responses the server sent outside an
 	// EXPUNGE command: another session removed messages from the open
 	// folder.
@@ -53,6 +55,16 @@ func (c *conn) shutdown() {
 	select {
 	case <-c.client.Closed():
 	case <-t.C:
+	}
+}
+
+// clientOptions are the options of every go-imap client driving cn.
+func (c *conn) clientOptions() *imapclient.Options {
+	return &imapclient.Options{
+		WordDecoder: wordDecoder,
+		UnilateralDataHandler: &imapclient.UnilateralDataHandler{
+			Expunge: func(uint32) { c.expunges.Add(1) },
+		},
 	}
 }
 
@@ -126,12 +138,7 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 		cn.shutdown()
 	}()
 
-	clientOpts := &imapclient.Options{
-		WordDecoder: wordDecoder,
-		UnilateralDataHandler: &imapclient.UnilateralDataHandler{
-			Expunge: func(uint32) { cn.expunges.Add(1) },
-		},
-	}
+	clientOpts := cn.clientOptions()
 	tlsConfig := clientTLSConfig(ep)
 
 	var stream net.Conn

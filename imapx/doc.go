@@ -28,6 +28,12 @@
 // SessionOptions.CommandTimeout and by the caller's context: either one
 // closes the connection when it runs out.
 //
+// With Endpoint.Compression, and a server that advertises
+// COMPRESS=DEFLATE, the session's connection is compressed once it is
+// authenticated (RFC 4978; compress.go explains how go-imap is kept
+// unaware of it). Nothing else changes: the same commands, bounds and
+// failures.
+//
 // # Watching
 //
 // OpenWatchSession establishes a connection the same way and returns a

@@ -87,7 +87,7 @@ func OpenReadSession(ctx context.Context, ep Endpoint, opts SessionOptions) (*Re
 
 func (s *ReadSession) connect(ctx context.Context) error {
 	start := time.Now()
-	cn, caps, err := dial(ctx, s.ep, s.opts)
+	cn, caps, err := dialRead(ctx, s.ep, s.opts)
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelDebug, "imap connect failed",
 			slog.String("account", s.ep.AccountID), slog.Bool("transient", IsTransient(err)))
@@ -95,7 +95,7 @@ func (s *ReadSession) connect(ctx context.Context) error {
 	}
 	s.cn, s.caps = cn, caps
 	s.log.LogAttrs(ctx, slog.LevelDebug, "imap connected",
-		slog.String("account", s.ep.AccountID), slog.Bool("tls", cn.tls),
+		slog.String("account", s.ep.AccountID), slog.Bool("tls", cn.tls), slog.Bool("compressed", cn.compressed),
 		slog.Duration("elapsed", time.Since(start)))
 	return nil
 }

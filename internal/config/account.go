@@ -77,6 +77,10 @@ type Account struct {
 	// MAILFATHOM_ACCOUNTS_<i>_REMOTELY_DELETED_EMAIL_DISPOSITION. Default
 	// RetainTombstone.
 	RemotelyDeletedEmailDisposition RemotelyDeletedEmailDisposition
+	// CompressionEnabled is MAILFATHOM_ACCOUNTS_<i>_COMPRESSION_ENABLED:
+	// whether the connection that fetches message content asks for
+	// COMPRESS=DEFLATE (RFC 4978) when the server offers it. Default true.
+	CompressionEnabled bool
 	// TransportSecurity is the account's transport security policy.
 	TransportSecurity TransportSecurity
 	// Folders are MAILFATHOM_ACCOUNTS_<i>_FOLDERS_<j>_*, in index order.
@@ -93,6 +97,7 @@ type rawAccount struct {
 	Mode                            string       `env:"MODE" envDefault:"Polling"`
 	EarliestEmailReceivedDate       string       `env:"EARLIEST_EMAIL_RECEIVED_DATE"`
 	RemotelyDeletedEmailDisposition string       `env:"REMOTELY_DELETED_EMAIL_DISPOSITION" envDefault:"RetainTombstone"`
+	CompressionEnabled              string       `env:"COMPRESSION_ENABLED" envDefault:"true"`
 	Transport                       rawTransport // no prefix: CONNECTION_SECURITY etc. sit beside ID
 	OAuth                           rawOAuth     // no prefix: OAUTH_TOKEN_ENDPOINT etc. sit beside ID
 	Folders                         []rawFolder  `envPrefix:"FOLDERS_"`
@@ -158,6 +163,8 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 	if raw.EarliestEmailReceivedDate != "" {
 		a.EarliestEmailReceivedDate = convertEarliestDate(c, v("EARLIEST_EMAIL_RECEIVED_DATE"), label, raw.EarliestEmailReceivedDate)
 	}
+
+	a.CompressionEnabled = c.boolean(v("COMPRESSION_ENABLED"), raw.CompressionEnabled)
 
 	t, securityOK, mechanismsOK := convertTransport(c, i, label, raw.Transport)
 	a.TransportSecurity = t

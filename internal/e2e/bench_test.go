@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,9 +19,14 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 )
+
+// slowLink is the path of MAILFATHOM_BENCH_LINK=slow: 20 ms each way and
+// 100 Mbit/s each way, a mail server across a continent.
+var slowLink = faultproxy.Link{Latency: 20 * time.Millisecond, BytesPerSecond: 100_000_000 / 8}
 
 // First-synchronization targets on the 2-core reference machine, for the
 // realistic corpus.
@@ -51,7 +57,13 @@ const (
 // (fsync off, on tmpfs) instead of a durable cluster on disk like the
 // embedded default's. MAILFATHOM_BENCH_STATEMENTS=N (durable cluster only)
 // loads pg_stat_statements and prints the N statements that took the most
-// time in each run. README.md explains the figures.
+// time in each run. MAILFATHOM_BENCH_COMPRESSION=compare runs every
+// iteration twice, with the default (COMPRESS=DEFLATE on) and with
+// MAILFATHOM_ACCOUNTS_0_COMPRESSION_ENABLED=false, each into a fresh
+// database, and reports the second as nocompress_*. MAILFATHOM_BENCH_LINK=slow
+// puts faultproxy between Dovecot and both serve and mbsync, shaped like a
+// long, narrow path (slowLink: 20 ms each way, 100 Mbit/s each way), and
+// implies compare. README.md explains the figures.
 func BenchmarkFirstSync(b *testing.B) {
 	n := 5000
 	if v := os.Getenv("MAILFATHOM_BENCH_MESSAGES"); v != "" {
@@ -67,6 +79,22 @@ func BenchmarkFirstSync(b *testing.B) {
 		statements, err = strconv.Atoi(v)
 		require.NoError(b, err, "MAILFATHOM_BENCH_STATEMENTS")
 		require.True(b, durable, "MAILFATHOM_BENCH_STATEMENTS needs the durable cluster")
+	}
+	slow := false
+	switch link := os.Getenv("MAILFATHOM_BENCH_LINK"); link {
+	case "", "loopback":
+	case "slow":
+		slow = true
+	default:
+		b.Fatalf("MAILFATHOM_BENCH_LINK=%q: want slow or loopback", link)
+	}
+	compare := slow
+	switch v := os.Getenv("MAILFATHOM_BENCH_COMPRESSION"); v {
+	case "":
+	case "compare":
+		compare = true
+	default:
+		b.Fatalf("MAILFATHOM_BENCH_COMPRESSION=%q: want compare or unset", v)
 	}
 	generate := func(i int) []byte { return mailgen.Realistic(42, i) }
 	switch kind := cmp.Or(os.Getenv("MAILFATHOM_BENCH_CORPUS"), "realistic"); kind {
@@ -88,6 +116,28 @@ func BenchmarkFirstSync(b *testing.B) {
 	b.Logf("corpus: %s; seeded in %v", c, time.Since(seedStart).Round(time.Millisecond))
 	requireServerBytes(b, user, c, n/2)
 	bundle.addAccount(b, "bench", user)
+	imapPort := bundle.server.TLSPort()
+	var proxy *faultproxy.Proxy
+	// onWire says how many bytes the server sent through the slow link
+	// since the last call: what compression saved.
+	var lastDown int64
+	onWire := func() string {
+		if proxy == nil {
+			return ""
+		}
+		down := proxy.Stats().ServerToClient
+		defer func() { lastDown = down }()
+		return fmt.Sprintf("; %.1f MB from the server on the link", float64(down-lastDown)/1e6)
+	}
+	if slow {
+		p := faultproxy.Start(b, bundle.server.TLSAddr())
+		proxy = p
+		p.Shape(faultproxy.Both, slowLink)
+		imapPort = portOf(b, p.Addr())
+		bundle.env["MAILFATHOM_ACCOUNTS_0_HOST"] = "127.0.0.1"
+		bundle.env["MAILFATHOM_ACCOUNTS_0_PORT"] = strconv.Itoa(imapPort)
+		b.Logf("link: %v each way, %d Mbit/s each way (faultproxy)", slowLink.Latency, slowLink.BytesPerSecond*8/1e6)
+	}
 	// MAILFATHOM_BENCH_EMBEDDING=hang configures an embedding profile whose
 	// provider never answers, healthy one that does: the first sync's cost
 	// of passages and offers, against the same sync without (unset).
@@ -117,64 +167,97 @@ func BenchmarkFirstSync(b *testing.B) {
 	bundle.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "10s"
 	binary(b) // built before the clock starts
 
-	var total benchRun
+	var total, plain benchRun
 	var withProfile, withoutProfile benchRun
+	variants := []bool{true} // compression on, the default
+	if compare {
+		variants = append(variants, false)
+	}
+	runs := 0
 	b.ResetTimer()
 	for i := range b.N {
-		b.StopTimer()
-		profiled := mode != "" && (mode != "compare" || i%2 == 0)
-		for k, v := range profileEnv {
-			if profiled {
-				bundle.env[k] = v
-			} else {
-				delete(bundle.env, k)
+		for _, compress := range variants {
+			b.StopTimer()
+			bundle.env["MAILFATHOM_ACCOUNTS_0_COMPRESSION_ENABLED"] = strconv.FormatBool(compress)
+			profiled := mode != "" && (mode != "compare" || i%2 == 0)
+			for k, v := range profileEnv {
+				if profiled {
+					bundle.env[k] = v
+				} else {
+					delete(bundle.env, k)
+				}
 			}
-		}
-		if i > 0 {
-			bundle.dbURL = newDatabase()
-			bundle.env["MAILFATHOM_DATABASE_URL"] = bundle.dbURL
-			bundle.pool.Close()
-			var err error
-			bundle.pool, err = newPool(bundle.dbURL)
+			runs++
+			if runs > 1 {
+				bundle.dbURL = newDatabase()
+				bundle.env["MAILFATHOM_DATABASE_URL"] = bundle.dbURL
+				bundle.pool.Close()
+				var err error
+				bundle.pool, err = newPool(bundle.dbURL)
+				require.NoError(b, err)
+			}
+			// Migrate before the clock starts: serve then finds the schema
+			// current, as in any start but the first.
+			migrate(b, bundle.dbURL)
+			var dataDir string
+			require.NoError(b, bundle.pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir))
+			meter, err := newCPUMeter(dataDir, bundle.server.Dir())
 			require.NoError(b, err)
-		}
-		// Migrate before the clock starts: serve then finds the schema
-		// current, as in any start but the first.
-		migrate(b, bundle.dbURL)
-		var dataDir string
-		require.NoError(b, bundle.pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir))
-		meter, err := newCPUMeter(dataDir, bundle.server.Dir())
-		require.NoError(b, err)
-		if statements > 0 {
-			_, err := bundle.pool.Exec(context.Background(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()")
-			require.NoError(b, err)
-		}
-		b.StartTimer()
+			if statements > 0 {
+				_, err := bundle.pool.Exec(context.Background(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()")
+				require.NoError(b, err)
+			}
+			b.StartTimer()
 
-		r := runFirstSync(b, bundle, fmt.Sprintf("serve-%d", i), n, meter)
+			onWire()
+			r := runFirstSync(b, bundle, fmt.Sprintf("serve-%d", i), n, meter)
 
-		b.StopTimer()
-		if statements > 0 {
-			logStatements(b, bundle.pool, statements)
+			b.StopTimer()
+			if statements > 0 {
+				logStatements(b, bundle.pool, statements)
+			}
+			b.Logf("run %d%s%s: %s%s", i+1, map[bool]string{true: " (provider hanging)", false: ""}[mode == "compare" && profiled],
+				map[bool]string{true: "", false: " (compression off)"}[compress], r, onWire())
+			bundle.requireStored(b, "bench", "INBOX", user, c)
+			if !compress {
+				plain.add(r)
+				continue
+			}
+			if profiled {
+				withProfile.add(r)
+			} else {
+				withoutProfile.add(r)
+			}
+			total.add(r)
 		}
-		b.Logf("run %d%s: %s", i+1, map[bool]string{true: " (provider hanging)", false: ""}[mode == "compare" && profiled], r)
-		if profiled {
-			withProfile.add(r)
-		} else {
-			withoutProfile.add(r)
-		}
-		bundle.requireStored(b, "bench", "INBOX", user, c)
-		total.add(r)
 	}
 	b.StopTimer()
 
+	mbsyncRate := 0.0
 	if path := mbsyncPath(b); path != "" {
 		for _, compress := range []bool{true, false} {
-			r := runMbsync(b, path, bundle, user, "INBOX", n, compress)
+			onWire()
+			r := runMbsync(b, path, bundle, user, "INBOX", n, imapPort, compress)
 			name := map[bool]string{true: "mbsync", false: "mbsync_nocompress"}[compress]
-			b.Logf("%s: %s, %.0f msgs/s", name, r, float64(n)/r.elapsed.Seconds())
+			b.Logf("%s: %s, %.0f msgs/s%s", name, r, float64(n)/r.elapsed.Seconds(), onWire())
 			b.ReportMetric(float64(n)/r.elapsed.Seconds(), name+"_msgs/s")
+			if compress {
+				mbsyncRate = float64(n) / r.elapsed.Seconds()
+			}
 		}
+	}
+	if compare {
+		k := float64(b.N)
+		secs := plain.elapsed.Seconds() / k
+		b.ReportMetric(float64(n)/secs, "nocompress_msgs/s")
+		b.ReportMetric(plain.cpu.serve.Seconds()/k, "nocompress_serve_cpu_s")
+		b.ReportMetric(plain.cpu.postgres.Seconds()/k, "nocompress_postgres_cpu_s")
+		b.ReportMetric(plain.cpu.dovecot.Seconds()/k, "nocompress_dovecot_cpu_s")
+	}
+	if slow && mbsyncRate > 0 {
+		rate := float64(n) / (total.elapsed.Seconds() / float64(b.N))
+		b.Logf("slow link: MailFathom %.0f msgs/s with compression, mbsync with its defaults %.0f msgs/s; target at least as fast: %s",
+			rate, mbsyncRate, verdict(rate >= mbsyncRate))
 	}
 
 	if mode == "compare" && b.N >= 2 {
@@ -186,16 +269,16 @@ func BenchmarkFirstSync(b *testing.B) {
 			mean(withProfile.elapsed, on), mean(withProfile.cpu.serve, on), mean(withProfile.cpu.postgres, on), on,
 			mean(withoutProfile.elapsed, off), mean(withoutProfile.cpu.serve, off), mean(withoutProfile.cpu.postgres, off), off, cost*100)
 	}
-	runs := float64(b.N)
-	secs := total.elapsed.Seconds() / runs
+	iterations := float64(b.N)
+	secs := total.elapsed.Seconds() / iterations
 	b.ReportMetric(float64(n)/secs, "msgs/s")
 	b.ReportMetric(float64(c.bytes)/1e6/secs, "MB/s")
 	b.ReportMetric(float64(total.peakRSS)/(1<<20), "peak_rss_MiB")
-	b.ReportMetric(total.cpu.serve.Seconds()/runs, "serve_cpu_s")
-	b.ReportMetric(total.cpu.postgres.Seconds()/runs, "postgres_cpu_s")
-	b.ReportMetric(total.cpu.dovecot.Seconds()/runs, "dovecot_cpu_s")
-	perMessage := func(d time.Duration) time.Duration { return d / time.Duration(float64(n)*runs) }
-	busy := (total.cpu.serve + total.cpu.postgres + total.cpu.dovecot).Seconds() / runs / secs / 2
+	b.ReportMetric(total.cpu.serve.Seconds()/iterations, "serve_cpu_s")
+	b.ReportMetric(total.cpu.postgres.Seconds()/iterations, "postgres_cpu_s")
+	b.ReportMetric(total.cpu.dovecot.Seconds()/iterations, "dovecot_cpu_s")
+	perMessage := func(d time.Duration) time.Duration { return d / time.Duration(float64(n)*iterations) }
+	busy := (total.cpu.serve + total.cpu.postgres + total.cpu.dovecot).Seconds() / iterations / secs / 2
 	b.ReportMetric(busy*100, "cores_busy_%")
 	b.Logf("database: %s; targets: at least %d msgs/s (%s), peak RSS below %d MiB (%s), PostgreSQL at most %v per message (%v: %s), serve at most %v (%v: %s), both cores at least %.0f %% busy (%.0f %%: %s)",
 		map[bool]string{true: "durable cluster on disk", false: "pgtest (fsync off, tmpfs)"}[durable],
@@ -204,6 +287,16 @@ func BenchmarkFirstSync(b *testing.B) {
 		targetPostgresCPU, perMessage(total.cpu.postgres), verdict(perMessage(total.cpu.postgres) <= targetPostgresCPU),
 		targetServeCPU, perMessage(total.cpu.serve), verdict(perMessage(total.cpu.serve) <= targetServeCPU),
 		targetCoresBusy*100, busy*100, verdict(busy >= targetCoresBusy))
+}
+
+// portOf returns the port of a host:port address.
+func portOf(t testing.TB, addr string) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return n
 }
 
 func verdict(ok bool) string {
@@ -283,13 +376,13 @@ func runFirstSync(b *testing.B, bundle *testBundle, name string, n int, meter *c
 
 // benchDatabases returns a function that creates a fresh, empty database
 // and returns its URL: in a durable private cluster on disk (what the
-// embedded default runs), or in pgtest's cluster.
+// embedded default iterations), or in pgtest's cluster.
 func benchDatabases(b *testing.B, durable, statements bool) func() string {
 	if !durable {
 		return func() string { return pgtest.Database(b) }
 	}
 	ctx := context.Background()
-	// Not b.TempDir(): as root the server runs as "postgres", which must be
+	// Not b.TempDir(): as root the server iterations as "postgres", which must be
 	// able to enter the directory.
 	dir, err := os.MkdirTemp("", "mailfathom-bench-")
 	require.NoError(b, err)

@@ -37,11 +37,12 @@ func mbsyncPath(b *testing.B) string {
 }
 
 // runMbsync pulls folder of u into a fresh Maildir with mbsync over the
-// server's implicit-TLS listener, with its defaults (COMPRESS=DEFLATE when
+// server's implicit-TLS listener (at port on the loopback address: the
+// server's own, or a proxy's in front of it), with its defaults (COMPRESS=DEFLATE when
 // the server offers it) or with COMPRESS disabled, and measures the time
 // and the CPU that mbsync and Dovecot spent. mbsync only reads: Sync Pull
 // with no expunge and no flag propagation to the server.
-func runMbsync(b *testing.B, path string, bundle *testBundle, u *dovecot.User, folder string, n int, compress bool) mbsyncRun {
+func runMbsync(b *testing.B, path string, bundle *testBundle, u *dovecot.User, folder string, n, port int, compress bool) mbsyncRun {
 	b.Helper()
 	dir := b.TempDir()
 	rc := filepath.Join(dir, "mbsyncrc")
@@ -73,7 +74,7 @@ Patterns %s
 Create Near
 Sync Pull
 SyncState *
-`, "localhost", bundle.server.TLSPort(), u.Name(), strconv.Quote(u.Password()), bundle.caFile, disable, dir, dir, folder)
+`, "localhost", port, u.Name(), strconv.Quote(u.Password()), bundle.caFile, disable, dir, dir, folder)
 	require.NoError(b, os.WriteFile(rc, []byte(conf), 0o600))
 
 	master, err := pidFile(filepath.Join(bundle.server.Dir(), "run", "master.pid"))

@@ -68,6 +68,7 @@ func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, e
 		PermittedMechanisms:           a.TransportSecurity.PermittedAuthenticationMechanisms,
 		AllowInsecureConnection:       a.TransportSecurity.AllowInsecureConnection,
 		AllowClearTextOverUnencrypted: a.TransportSecurity.AllowClearTextAuthenticationOverUnencryptedConnection,
+		Compression:                   a.CompressionEnabled,
 	}
 	if a.TransportSecurity.CertificateTrust == config.AdditionalTrustedAuthority {
 		anchor, err := LoadAnchor(ctx, a, mode, resolver)

@@ -25,7 +25,7 @@ import (
 // read-only, UID FETCH asks for FLAGS, UID and MODSEQ only (fetch.go
 // refuses any other item), UID SEARCH returns identifiers, NOTIFY and IDLE
 // (notify.go, idle.go) ask the server to report changes and carry no
-// message data. A command outside this list is refused before anything is
+// message data, COMPRESS (compress.go) changes only how the bytes travel. A command outside this list is refused before anything is
 // sent.
 var commands = map[string]bool{
 	"ENABLE":     true,
@@ -34,6 +34,7 @@ var commands = map[string]bool{
 	"UID SEARCH": true,
 	"NOTIFY":     true,
 	"IDLE":       true,
+	"COMPRESS":   true,
 	"LOGOUT":     true,
 }
 
@@ -59,6 +60,9 @@ type Conn struct {
 	// folder is the path the last EXAMINE opened, "" when none is open.
 	folder string
 	bye    bool
+	// compressed is set once Compress turned compression on; detached
+	// once Detach handed the stream to another client.
+	compressed, detached bool
 }
 
 // New returns a Conn over stream, the (TLS) stream of the authenticated
@@ -96,7 +100,7 @@ func (c *Conn) run(ctx context.Context, timeout time.Duration, name, args string
 		// A programming error, refused before anything is sent.
 		return fmt.Errorf("imapx: %s is not a command this connection sends", name)
 	}
-	if c.sock.Broken() {
+	if c.sock.Broken() || c.detached {
 		return &TransportError{Op: name, Err: ErrConnectionUnusable}
 	}
 	if err := ctx.Err(); err != nil {
@@ -178,7 +182,7 @@ func (c *Conn) exchange(tag string, line []byte, handle Handler) (*Response, err
 
 // Usable reports whether the connection can take another command: no
 // failure has killed it.
-func (c *Conn) Usable() bool { return !c.sock.Broken() }
+func (c *Conn) Usable() bool { return !c.sock.Broken() && !c.detached }
 
 // Shutdown closes the connection without a word to the server.
 func (c *Conn) Shutdown() { c.sock.Kill() }

@@ -18,6 +18,8 @@
 //	err = c.UIDSearch(ctx, timeout, set, handle)        // UID SEARCH UID <set>
 //	err = c.NotifySet(ctx, timeout, others)             // NOTIFY SET, RFC 5465 §3.1
 //	changed, err := c.Idle(ctx, timeout, renewal)       // IDLE … DONE, RFC 2177 §3
+//	err = c.Compress(ctx, timeout)                      // COMPRESS DEFLATE, RFC 4978
+//	stream := c.Detach()                                // hand the (inflated) stream on
 //	err = c.Close(timeout)                              // LOGOUT, RFC 3501 §6.1.3
 //
 // Every command runs through one command runner, which tags it, writes it,
@@ -55,7 +57,8 @@
 // # What it does not do
 //
 // Conn does not dial, negotiate TLS or authenticate, does not reconnect,
-// and keeps no state beyond the open folder and the enabled extensions.
+// and keeps no state beyond the open folder, the enabled extensions and
+// whether compression is on.
 // It does not answer a continuation request: no command it sends has a
 // literal or a SASL exchange, so one is a malformed response.
 package wire

@@ -152,7 +152,9 @@ func (p configParams) render() string {
 	w("mailbox_list_index = %s", yesNo(!p.opts.noListIndex))
 	w("mail_plugins = $mail_plugins zlib")
 	w("protocol imap {")
-	w("  mail_plugins = $mail_plugins imap_zlib")
+	if !p.opts.noCompress {
+		w("  mail_plugins = $mail_plugins imap_zlib")
+	}
 	w("  mail_max_userip_connections = %d", p.maxUserIPs)
 	w("}")
 	if p.opts.capability != "" {

@@ -16,6 +16,7 @@ type Option func(*options)
 type options struct {
 	capability       string
 	noListIndex      bool
+	noCompress       bool
 	authMechanisms   []string
 	extra            []string
 	noSTARTTLS       bool
@@ -50,6 +51,14 @@ func WithCapability(capability string) Option {
 // from the mailbox indexes instead of the list index.
 func WithoutMailboxListIndex() Option {
 	return func(o *options) { o.noListIndex = true }
+}
+
+// WithoutCompression leaves out the imap_zlib plugin, which is what makes
+// Dovecot offer COMPRESS=DEFLATE: the server neither advertises nor
+// accepts COMPRESS. (WithCapability cannot take it away: the plugin adds
+// it to any list.)
+func WithoutCompression() Option {
+	return func(o *options) { o.noCompress = true }
 }
 
 // WithAuthMechanisms sets auth_mechanisms, for example "plain" or

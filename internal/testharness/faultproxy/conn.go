@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"io"
 	"net"
 	"sync"
 )
@@ -11,8 +12,11 @@ const bufSize = 32 << 10
 // conn is one proxied connection. The fields after client are guarded by
 // the proxy's mutex.
 type conn struct {
-	p      *Proxy
-	client net.Conn
+	p *Proxy
+	// up and down are the Link shapes the connection was accepted with.
+	up, down Link
+	done     chan struct{} // closed when the connection closes
+	client   net.Conn
 
 	server    net.Conn
 	faults    []*armed
@@ -42,17 +46,28 @@ func (c *conn) run() {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		c.forward(c.client, server, ClientToServer)
+		c.forward(c.shaped(c.client, c.up), server, ClientToServer)
 	}()
 	go func() {
 		defer wg.Done()
-		c.forward(server, c.client, ServerToClient)
+		c.forward(c.shaped(server, c.down), c.client, ServerToClient)
 	}()
 	wg.Wait()
 }
 
+// shaped returns src as the far end of link sees it: src itself for a
+// zero Link, otherwise a shaper whose pump runs on a tracked goroutine.
+func (c *conn) shaped(src net.Conn, link Link) io.Reader {
+	if link.zero() {
+		return src
+	}
+	s := newShaper(link, c.done)
+	c.p.goroutine(func() { s.pump(src) })
+	return s
+}
+
 // forward copies src to dst, consulting the faults before every write.
-func (c *conn) forward(src, dst net.Conn, dir Direction) {
+func (c *conn) forward(src io.Reader, dst net.Conn, dir Direction) {
 	defer c.close(false)
 	buf := make([]byte, bufSize)
 	for {
@@ -150,6 +165,7 @@ func (c *conn) close(byCut bool) {
 		p := c.p
 		p.mu.Lock()
 		c.closed = true
+		close(c.done)
 		server := c.server
 		delete(p.conns, c)
 		p.resumed.Broadcast()

@@ -16,8 +16,14 @@
 // dialing the proxy's 127.0.0.1 address verifies the server's certificate
 // for 127.0.0.1 as if it had dialed the server.
 //
-// What it deliberately does not do: add latency or bandwidth limits,
-// corrupt or reorder bytes, half-close (a connection whose either side
+// Shape makes later connections behave like a long, narrow path: a fixed
+// one-way latency and a throughput cap per direction (Link), pipelined as
+// on a real network, so a benchmark can measure what a slow link costs:
+//
+//	p.Shape(faultproxy.Both, faultproxy.Link{Latency: 20 * time.Millisecond, BytesPerSecond: 12_500_000})
+//
+// What it deliberately does not do: vary latency (no jitter), lose
+// packets, corrupt or reorder bytes, half-close (a connection whose either side
 // closes or fails is closed on both sides), send TCP resets (closing is a
 // FIN), or listen anywhere but 127.0.0.1.
 package faultproxy

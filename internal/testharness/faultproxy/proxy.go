@@ -27,6 +27,7 @@ type Proxy struct {
 	conns     map[*conn]struct{}
 	next      []fault
 	future    []fault
+	up, down  Link // shapes for connections accepted later (Shape)
 	refuse    bool
 	stallAll  bool
 	closed    bool
@@ -99,7 +100,7 @@ func (p *Proxy) acceptLoop() {
 			client.Close()
 			continue
 		}
-		c := &conn{p: p, client: client}
+		c := &conn{p: p, client: client, up: p.up, down: p.down, done: make(chan struct{})}
 		for _, list := range [][]fault{p.next, p.future} {
 			for _, f := range list {
 				c.faults = append(c.faults, &armed{action: f.action, dir: f.dir, remaining: f.n})

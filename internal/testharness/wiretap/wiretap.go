@@ -2,6 +2,13 @@
 // that a read-only session never sent anything that could change a mailbox
 // or set \Seen. It reads the client's side only, so it needs a connection
 // without TLS (or a recorder inside it).
+//
+// A connection that turns on COMPRESS=DEFLATE (RFC 4978) is recorded as
+// the commands it sends, inflated: the recorder notices the client's
+// COMPRESS command and the server's OK to it, and from then on inflates
+// what the client writes before recording it (compress.go). What cannot be
+// inflated is recorded as a line Forbidden matches, so it fails
+// RequireReadOnly rather than hiding a command.
 package wiretap
 
 import (
@@ -40,7 +47,7 @@ func (r *Recorder) Dial(target string) func(ctx context.Context, network, addr s
 		r.mu.Lock()
 		r.conns = append(r.conns, own)
 		r.mu.Unlock()
-		return &recordingConn{Conn: c, r: r, own: own}, nil
+		return &recordingConn{Conn: c, r: r, own: own, rc: &compressWatch{}}, nil
 	}
 }
 
@@ -90,20 +97,43 @@ type recordingConn struct {
 	net.Conn
 	r   *Recorder
 	own *bytes.Buffer
+	rc  *compressWatch
 }
 
 func (c *recordingConn) Write(p []byte) (int, error) {
+	if inf := c.rc.inflating(); inf != nil {
+		inf.feed(p)
+	} else {
+		c.record(p)
+		c.rc.sent(p)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *recordingConn) record(p []byte) {
 	c.r.mu.Lock()
 	c.r.buf.Write(p)
 	c.own.Write(p)
 	c.r.mu.Unlock()
-	return c.Conn.Write(p)
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.rc.received(p[:n], c.record)
+	}
+	return n, err
+}
+
+func (c *recordingConn) Close() error {
+	c.rc.close()
+	return c.Conn.Close()
 }
 
 // forbidden matches anything a read-only session must never send: a
 // command that changes a mailbox or its messages, a read-write SELECT, or a
 // body fetch that is not BODY.PEEK (RFC 9051 §6.4.5: BODY[] sets \Seen).
-var forbidden = regexp.MustCompile(`(?i)^\S+ (UID )?(STORE|COPY|MOVE|EXPUNGE|APPEND|SELECT|CREATE|DELETE|RENAME|SUBSCRIBE|UNSUBSCRIBE|SETACL|SETMETADATA|CLOSE)\b|BODY\[|BINARY\[|RFC822(\.TEXT)?( |\))`)
+var forbidden = regexp.MustCompile(`(?i)^` + undecodable + `|^\S+ (UID )?(STORE|COPY|MOVE|EXPUNGE|APPEND|SELECT|CREATE|DELETE|RENAME|SUBSCRIBE|UNSUBSCRIBE|SETACL|SETMETADATA|CLOSE)\b|BODY\[|BINARY\[|RFC822(\.TEXT)?( |\))`)
 
 // Forbidden reports whether one recorded line is something a read-only
 // session must never send.
