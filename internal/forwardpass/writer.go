@@ -67,6 +67,9 @@ type writer struct {
 	attempts int
 	// group is the writes since the last commit.
 	group []groupWrite
+	// spare is payload buffers of committed groups, for the next group's
+	// copies.
+	spare [][]byte
 	// offer, when set, is what each lane's commit offers the stored-email
 	// ids its own writes of the open group returned (Limits.Offer).
 	offer func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
@@ -157,7 +160,37 @@ func (w *writer) drain() error {
 	return first
 }
 
+// own returns a copy of raw in a buffer the writer owns until the group
+// commits: the session reuses its buffer for the next message, and the
+// group's payloads must stay intact for a write again after a conflict.
+// Buffers of committed groups are reused, so the copy costs no allocation
+// once the first groups have run.
+func (w *writer) own(raw []byte) []byte {
+	if raw == nil {
+		return nil
+	}
+	for i := len(w.spare) - 1; i >= 0; i-- {
+		if b := w.spare[i]; cap(b) >= len(raw) {
+			w.spare[i] = w.spare[len(w.spare)-1]
+			w.spare = w.spare[:len(w.spare)-1]
+			return append(b[:0], raw...)
+		}
+	}
+	return append(make([]byte, 0, len(raw)), raw...)
+}
+
+// recycle keeps the committed group's payload buffers for the next group,
+// at most a group's worth, and none larger than a group's bytes bound.
+func (w *writer) recycle() {
+	for _, g := range w.group {
+		if b := g.o.Raw; b != nil && int64(cap(b)) <= w.groupBytes && len(w.spare) < w.groupMessages {
+			w.spare = append(w.spare, b)
+		}
+	}
+}
+
 func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
+	o.Raw = w.own(o.Raw)
 	// The extraction runs before the write so the stored_emails row is
 	// written once, and the message's statements go in one round trip.
 	var rec *searchindex.Record
@@ -212,6 +245,8 @@ func (w *writer) commit(ctx context.Context) error {
 }
 
 func (w *writer) endGroup() {
+	w.recycle()
+	clear(w.group)
 	w.group = w.group[:0]
 	w.clearStored()
 	w.messages, w.bytes = 0, 0
