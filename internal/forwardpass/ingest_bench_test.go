@@ -243,8 +243,12 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		var sizes string
 		_ = pool.QueryRow(ctx, `SELECT string_agg(format('%s %s', relname, pg_size_pretty(pg_total_relation_size(relid))), ', ' ORDER BY pg_total_relation_size(relid) DESC)
-			FROM pg_stat_user_tables WHERE relname IN ('stored_emails','email_message_contents','email_search_documents','email_participants','email_attachments')`).Scan(&sizes)
+			FROM pg_stat_user_tables WHERE relname IN ('stored_emails','email_message_contents','email_search_documents','email_participants','email_attachments','email_passages')`).Scan(&sizes)
 		b.Logf("sizes: %s", sizes)
+		var maintenance string
+		_ = pool.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s vacuumed %s, analyzed %s', relname, autovacuum_count, autoanalyze_count), ', '), 'none')
+			FROM pg_stat_all_tables WHERE autovacuum_count + autoanalyze_count > 0`).Scan(&maintenance)
+		b.Logf("autovacuum during the run: %s", maintenance)
 		conn.Release()
 		second.Release()
 		pool.Close()
