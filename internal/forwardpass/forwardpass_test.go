@@ -80,9 +80,12 @@ func (s *answerTwiceSession) FetchMetadata(_ context.Context, uids []uint32) ([]
 	return out, nil
 }
 
+// FetchBodies reuses one buffer for every message, as imapx does: a body is
+// valid only during fn.
 func (s *answerTwiceSession) FetchBodies(_ context.Context, uids []uint32, _ int64, fn func(imapx.Body) error) error {
+	var raw []byte
 	for _, u := range uids {
-		raw := fmt.Appendf(nil, "Subject: message %d\r\n\r\nbody of message %d\r\n", u, u)
+		raw = fmt.Appendf(raw[:0], "Subject: message %d\r\n\r\nbody of message %d\r\n", u, u)
 		if err := fn(imapx.Body{UID: u, Raw: raw}); err != nil {
 			return err
 		}
@@ -245,6 +248,14 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 		uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
 		require.NoError(t, err)
 		require.Equal(t, []uint32{1, 2, 3, 4, 5}, uids)
+		// The session reused its buffer: what was written again is each
+		// message's own payload, not the last one read.
+		for _, u := range uids {
+			var raw string
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT convert_from(c.raw_mime, 'UTF8') FROM stored_emails e
+				JOIN email_message_contents c ON c.stored_email_id = e.id WHERE e.mail_folder_id = $1 AND e.uid = $2`, b.binding.ID, u).Scan(&raw))
+			require.Equal(t, fmt.Sprintf("Subject: message %d\r\n\r\nbody of message %d\r\n", u, u), raw)
+		}
 	})
 
 	t.Run("DeferredOnceTheAttemptsAreSpent", func(t *testing.T) {

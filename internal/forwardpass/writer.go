@@ -30,6 +30,15 @@ import (
 // commits leaves only idempotent writes for the next pass to repeat, and
 // the checkpoint moves only after both committed.
 //
+// A message's participants, attachments, search document and passages
+// are not written by statements of its own: each lane gathers them
+// (searchindex.Enrichment) and writes those of enrichEvery messages at
+// once with the next message's round trip, and the rest before the group
+// commits, in the transaction that wrote the messages' rows. PostgreSQL
+// sets up each statement's executor, constraints and generated search
+// vector once per statement, which cost more than the rows themselves
+// when every message had five statements of its own.
+//
 // A group's writes are kept — payloads included — until the group
 // commits, bounded by the group's message and byte bounds. A write or a
 // commit another transaction got in the way of (mailstore.IsWriteConflict)
@@ -58,6 +67,9 @@ type writer struct {
 	attempts int
 	// group is the writes since the last commit.
 	group []groupWrite
+	// spare is payload buffers of committed groups, for the next group's
+	// copies.
+	spare [][]byte
 	// offer, when set, is what each lane's commit offers the stored-email
 	// ids its own writes of the open group returned (Limits.Offer).
 	offer func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
@@ -78,12 +90,21 @@ type lane struct {
 	err  error
 	// id is the stored email the answered write returned.
 	id uuid.UUID
+	// enrich holds what extraction found in the messages this lane's
+	// transaction wrote and has not yet written the rows of.
+	enrich searchindex.Enrichment
 	// stored is the stored-email ids this lane's transaction wrote in the
 	// open group: what its commit offers. The lanes commit apart, so an
 	// offer made in one lane for another lane's messages could be worked
 	// before those messages are visible, and find nothing to embed.
 	stored []uuid.UUID
 }
+
+// enrichEvery is how many messages' extraction rows a lane writes at once
+// while a group is open: enough that the statements' setup is shared by
+// many messages, few enough that what is left to write when the group
+// commits — while the pass waits — stays short.
+const enrichEvery = 8
 
 func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits, attempts int) *writer {
 	w := &writer{groupMessages: groupMessages, groupBytes: groupBytes, extraction: lim, answered: make(chan *lane, len(dbs)), attempts: max(attempts, 1)}
@@ -93,13 +114,13 @@ func newWriter(dbs []DB, groupMessages int, groupBytes int64, lim mimex.Limits, 
 	return w
 }
 
-// dispatch hands p's answer to a goroutine that reports the lane on
-// answered.
-func (w *writer) dispatch(l *lane, p *searchindex.PendingOccurrence) {
+// dispatch hands the answer wait reads to a goroutine that reports the
+// lane on answered.
+func (w *writer) dispatch(l *lane, wait func() (uuid.UUID, error)) {
 	l.busy = true
 	w.inFlight++
 	go func() {
-		l.id, l.err = p.Wait()
+		l.id, l.err = wait()
 		w.answered <- l
 	}()
 }
@@ -139,7 +160,37 @@ func (w *writer) drain() error {
 	return first
 }
 
+// own returns a copy of raw in a buffer the writer owns until the group
+// commits: the session reuses its buffer for the next message, and the
+// group's payloads must stay intact for a write again after a conflict.
+// Buffers of committed groups are reused, so the copy costs no allocation
+// once the first groups have run.
+func (w *writer) own(raw []byte) []byte {
+	if raw == nil {
+		return nil
+	}
+	for i := len(w.spare) - 1; i >= 0; i-- {
+		if b := w.spare[i]; cap(b) >= len(raw) {
+			w.spare[i] = w.spare[len(w.spare)-1]
+			w.spare = w.spare[:len(w.spare)-1]
+			return append(b[:0], raw...)
+		}
+	}
+	return append(make([]byte, 0, len(raw)), raw...)
+}
+
+// recycle keeps the committed group's payload buffers for the next group,
+// at most a group's worth, and none larger than a group's bytes bound.
+func (w *writer) recycle() {
+	for _, g := range w.group {
+		if b := g.o.Raw; b != nil && int64(cap(b)) <= w.groupBytes && len(w.spare) < w.groupMessages {
+			w.spare = append(w.spare, b)
+		}
+	}
+}
+
 func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
+	o.Raw = w.own(o.Raw)
 	// The extraction runs before the write so the stored_emails row is
 	// written once, and the message's statements go in one round trip.
 	var rec *searchindex.Record
@@ -173,11 +224,11 @@ func (w *writer) send(ctx context.Context, o mailstore.Occurrence, rec *searchin
 		}
 		l.tx = tx
 	}
-	p, err := searchindex.SendOccurrence(ctx, l.tx, o, rec)
+	p, err := searchindex.SendOccurrence(ctx, l.tx, o, rec, &l.enrich, enrichEvery)
 	if err != nil {
 		return err
 	}
-	w.dispatch(l, p)
+	w.dispatch(l, p.Wait)
 	return nil
 }
 
@@ -194,6 +245,8 @@ func (w *writer) commit(ctx context.Context) error {
 }
 
 func (w *writer) endGroup() {
+	w.recycle()
+	clear(w.group)
 	w.group = w.group[:0]
 	w.clearStored()
 	w.messages, w.bytes = 0, 0
@@ -234,6 +287,16 @@ func (w *writer) commitLanes(ctx context.Context) error {
 	if err := w.drain(); err != nil {
 		return err
 	}
+	// Every lane writes the extraction rows it still holds, at once.
+	for _, l := range w.lanes {
+		if l.tx != nil && l.enrich.Len() > 0 {
+			p := searchindex.SendEnrichment(ctx, l.tx, &l.enrich)
+			w.dispatch(l, func() (uuid.UUID, error) { return uuid.Nil, p.Wait() })
+		}
+	}
+	if err := w.drain(); err != nil {
+		return err
+	}
 	if w.offer != nil {
 		for _, l := range w.lanes {
 			if l.tx != nil && len(l.stored) > 0 {
@@ -269,6 +332,7 @@ func (w *writer) rollback(ctx context.Context) {
 	_ = w.drain()
 	w.clearStored()
 	for _, l := range w.lanes {
+		l.enrich = searchindex.Enrichment{}
 		if l.tx != nil {
 			_ = l.tx.Rollback(context.WithoutCancel(ctx))
 			l.tx = nil

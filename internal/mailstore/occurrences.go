@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Availability is an occurrence's stored_emails.content_availability.
@@ -108,13 +109,17 @@ var (
 
 // buildUpsertOccurrenceSQL: extraction 0 none, 1 readable, 2 unreadable.
 func buildUpsertOccurrenceSQL(extraction int) string {
-	columns, values, updates := "", "", ""
+	// The raw MIME is the last parameter: pgx appends each parameter's
+	// encoding to one buffer, and a parameter after a large payload made
+	// that buffer grow again, copying the payload once more.
+	columns, values, updates, raw := "", "", "", "$15"
 	if extraction != 0 {
+		raw = "$26"
 		columns = `,
         mime_readable, mime_failure, extracted_at, received_at, in_reply_to, thread_references,
         attachment_count, attachment_decoded_bytes, inline_resource_count,
         has_encrypted_content, has_unverified_signature, has_tnef`
-		values = `, $16, $17, now(), $18, $19, $20, $21, $22, $23, $24, $25, $26`
+		values = `, $15, $16, now(), $17, $18, $19, $20, $21, $22, $23, $24, $25`
 	}
 	switch extraction {
 	case 1:
@@ -157,7 +162,7 @@ WITH email AS (
     RETURNING e.id, (e.xmax = 0) AS inserted
 ), content AS (
     INSERT INTO email_message_contents AS c (stored_email_id, raw_mime, byte_length, sha256)
-    SELECT email.id, $13, $14, $15 FROM email WHERE $13::bytea IS NOT NULL
+    SELECT email.id, ` + raw + `, $13, $14 FROM email WHERE ` + raw + `::bytea IS NOT NULL
     ON CONFLICT (stored_email_id) DO UPDATE SET
         raw_mime    = excluded.raw_mime,
         byte_length = excluded.byte_length,
@@ -277,11 +282,14 @@ func upsertOccurrenceStatement(o Occurrence) (string, []any, error) {
 			x.AttachmentCount, x.AttachmentDecodedBytes, x.InlineResourceCount,
 			x.Encrypted, x.UnverifiedSignature, x.TNEF}
 	}
+	// The id goes as its 16 bytes: as a uuid.UUID it would be formatted
+	// as text by its driver.Valuer and parsed again by the server.
 	args := append([]any{
-		newID, o.AccountID, o.FolderID, int64(o.UIDValidity), int64(o.UID), string(o.Availability),
+		pgtype.UUID{Bytes: newID, Valid: true}, o.AccountID, o.FolderID, int64(o.UIDValidity), int64(o.UID), string(o.Availability),
 		o.Size, optionalTime(o.InternalDate), flags, subject, messageID, sentAt,
-		o.Raw, length, digest,
+		length, digest,
 	}, extracted...)
+	args = append(args, o.Raw)
 	return sql, args, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
-	"github.com/mailfathom/mailfathom/mimex"
 )
 
 // Batcher sends a batch of statements in one round trip; pgx.Tx satisfies
@@ -17,58 +16,27 @@ type Batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// The statements that follow the occurrence's upsert in WriteOccurrence's
-// batch find its stored email by the occurrence identity ($2–$4, through
-// ix_stored_emails_folder_uid; $1, the account, is implied by the folder,
-// which the upsert checked, and naming it lets the planner pick the
-// account's index and scan all of the account's mail), since a pipelined
-// statement cannot wait for the id the upsert returns.
-const (
-	occurrenceIDWhere = `e.mail_folder_id = $2 AND e.uid_validity = $3 AND e.uid = $4 AND $1::bigint IS NOT NULL`
-
-	insertOccurrenceParticipantsSQL = `
-		INSERT INTO email_participants (stored_email_id, position, role, address, comparison, display_name)
-		SELECT e.id, ord - 1, r, a, c, nullif(d, '')
-		FROM stored_emails e,
-		     unnest($5::text[], $6::text[], $7::text[], $8::text[]) WITH ORDINALITY AS t(r, a, c, d, ord)
-		WHERE ` + occurrenceIDWhere
-
-	insertOccurrenceAttachmentsSQL = `
-		INSERT INTO email_attachments (stored_email_id, position, media_type, disposition, file_name, file_name_repaired, decoded_bytes, tnef_unexpanded)
-		SELECT e.id, ord - 1, m, nullif(d, ''), nullif(f, ''), r, s, t
-		FROM stored_emails e,
-		     unnest($5::text[], $6::text[], $7::text[], $8::boolean[], $9::bigint[], $10::boolean[]) WITH ORDINALITY AS x(m, d, f, r, s, t, ord)
-		WHERE ` + occurrenceIDWhere
-
-	writeOccurrenceDocumentSQL = `
-		INSERT INTO email_search_documents (stored_email_id, text_source, lossy, truncated, subject, participants, body_text, body_text_untrimmed)
-		SELECT e.id, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($10, ''), nullif($11, '')
-		FROM stored_emails e WHERE ` + occurrenceIDWhere + `
-		ON CONFLICT (stored_email_id) DO UPDATE SET
-			text_source = excluded.text_source, lossy = excluded.lossy, truncated = excluded.truncated,
-			subject = excluded.subject, participants = excluded.participants,
-			body_text = excluded.body_text, body_text_untrimmed = excluded.body_text_untrimmed`
-
-	insertOccurrenceEnvelopeDocumentSQL = `
-		INSERT INTO email_search_documents (stored_email_id, text_source, subject)
-		SELECT e.id, $5, left(e.subject, $6) FROM stored_emails e WHERE ` + occurrenceIDWhere + `
-		ON CONFLICT (stored_email_id) DO NOTHING`
-)
-
 // SendOccurrence stores one fetched occurrence and what extraction found
-// in its content in one round trip: the stored_emails row is written once,
-// with the extracted metadata (mailstore.UpsertOccurrence with
-// o.Extracted), followed by the record's participants, attachments,
-// search document and passages. rec is nil when o carries no content (over the size
-// limit); the occurrence then gets the envelope document. The behaviour is
-// that of UpsertOccurrence followed by Write (or InsertEnvelopeDocument),
-// and rec.StoredEmailID is set to the stored email's id.
+// in its content: the stored_emails row is written once, with the
+// extracted metadata (mailstore.UpsertOccurrence with o.Extracted), and
+// the record's participants, attachments, search document and passages
+// are written by an Enrichment. rec is nil when o carries no content (over
+// the size limit); the occurrence then gets the envelope document. The
+// behaviour is that of UpsertOccurrence followed by Write (or
+// InsertEnvelopeDocument), and rec.StoredEmailID is set to the stored
+// email's id.
+//
+// With e nil, the record's rows are written in the same round trip. With
+// e, they are added to e, and e's statements go with this round trip only
+// once e holds flushAt occurrences; the caller queues the rest
+// (SendEnrichment) on the same connection before it commits.
 //
 // It sends the write and returns without reading the answer, so the
-// server stores one message while the caller reads and extracts the next; the payload has been handed to the connection by then and is not
-// held. The caller must Wait before using the connection again (pgx allows
-// one batch in flight per connection), and an error surfaces at Wait.
-func SendOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec *Record) (*PendingOccurrence, error) {
+// server stores one message while the caller reads and extracts the next;
+// the payload has been handed to the connection by then and is not held.
+// The caller must Wait before using the connection again (pgx allows one
+// batch in flight per connection), and an error surfaces at Wait.
+func SendOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec *Record, e *Enrichment, flushAt int) (*PendingOccurrence, error) {
 	if (rec == nil) != (o.Raw == nil) {
 		return nil, fmt.Errorf("searchindex: write occurrence (folder %d, UID %d): a record goes with content and only with it", o.FolderID, o.UID)
 	}
@@ -80,34 +48,14 @@ func SendOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec 
 	if err := mailstore.QueueUpsertOccurrence(b, o, &res); err != nil {
 		return nil, err
 	}
-	ident := []any{o.AccountID, o.FolderID, int64(o.UIDValidity), int64(o.UID)}
-	with := func(args ...any) []any { return append(append([]any{}, ident...), args...) }
-	switch {
-	case rec == nil || !rec.Readable:
-		b.Queue(insertOccurrenceEnvelopeDocumentSQL, with(SourceNotExtracted, MaxSubjectCopyChars)...)
-		b.Queue(insertOccurrenceEnvelopePassageSQL, with(mimex.SubjectPassage(clean(o.Subject)))...)
-	default:
-		if n := min(len(rec.Participants), 32767); n > 0 {
-			roles, addrs, comps, names := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			for i, p := range rec.Participants[:n] {
-				roles[i], addrs[i], comps[i], names[i] = p.Role, clean(p.Address), clean(p.Comparison), clean(p.DisplayName)
-			}
-			b.Queue(insertOccurrenceParticipantsSQL, with(roles, addrs, comps, names)...)
-		}
-		if n := min(len(rec.Attachments), 32767); n > 0 {
-			types, disps, names := make([]string, n), make([]string, n), make([]string, n)
-			repaired, tnef := make([]bool, n), make([]bool, n)
-			sizes := make([]int64, n)
-			for i, a := range rec.Attachments[:n] {
-				types[i], disps[i], names[i] = clean(a.MediaType), clean(a.Disposition), clean(a.FileName)
-				repaired[i], tnef[i], sizes[i] = a.FileNameRepaired, a.TNEFUnexpanded, a.DecodedBytes
-			}
-			b.Queue(insertOccurrenceAttachmentsSQL, with(types, disps, names, repaired, sizes, tnef)...)
-		}
-		b.Queue(writeOccurrenceDocumentSQL, with(rec.TextSource, rec.Lossy, rec.Truncated,
-			truncate(clean(rec.Subject), MaxSubjectCopyChars), participantCopy(rec.Participants),
-			clean(rec.Text), untrimmedCopy(*rec))...)
-		queueOccurrencePassages(b, ident, rec.Passages)
+	if e == nil {
+		e, flushAt = &Enrichment{}, 1
+	}
+	if err := e.Add(o, rec); err != nil {
+		return nil, err
+	}
+	if e.Len() >= flushAt {
+		e.Queue(b)
 	}
 	p := &PendingOccurrence{results: q.SendBatch(ctx, b), res: &res, rec: rec, folderID: o.FolderID, uid: o.UID}
 	return p, nil
@@ -140,7 +88,7 @@ func (p *PendingOccurrence) Wait() (uuid.UUID, error) {
 
 // WriteOccurrence is SendOccurrence followed by Wait.
 func WriteOccurrence(ctx context.Context, q Batcher, o mailstore.Occurrence, rec *Record) (uuid.UUID, error) {
-	p, err := SendOccurrence(ctx, q, o, rec)
+	p, err := SendOccurrence(ctx, q, o, rec, nil, 0)
 	if err != nil {
 		return uuid.Nil, err
 	}

@@ -56,24 +56,6 @@ const (
 		INSERT INTO email_passages (stored_email_id, ordinal, text)
 		SELECT $1, o, t FROM unnest($2::smallint[], $3::text[]) AS n(o, t)
 		ON CONFLICT (stored_email_id, ordinal) DO NOTHING`
-
-	deleteChangedOccurrencePassagesSQL = `
-		DELETE FROM email_passages p USING stored_emails e
-		WHERE p.stored_email_id = e.id AND ` + occurrenceIDWhere + `
-		  AND NOT EXISTS (SELECT 1 FROM unnest($5::smallint[], $6::text[]) AS n(o, t) WHERE n.o = p.ordinal AND n.t = p.text)`
-	insertOccurrencePassagesSQL = `
-		INSERT INTO email_passages (stored_email_id, ordinal, text)
-		SELECT e.id, o, t FROM stored_emails e, unnest($5::smallint[], $6::text[]) AS n(o, t)
-		WHERE ` + occurrenceIDWhere + `
-		ON CONFLICT (stored_email_id, ordinal) DO NOTHING`
-
-	// An envelope's subject passage is only ever added to a message with
-	// no passages: one a run that could read the body derived is kept.
-	insertOccurrenceEnvelopePassageSQL = `
-		INSERT INTO email_passages (stored_email_id, ordinal, text)
-		SELECT e.id, 0, $5 FROM stored_emails e
-		WHERE ` + occurrenceIDWhere + ` AND $5 <> ''
-		  AND NOT EXISTS (SELECT 1 FROM email_passages p WHERE p.stored_email_id = e.id)`
 )
 
 // writePassages replaces id's passages by ps in the caller's transaction.
@@ -111,17 +93,6 @@ func insertEnvelopePassage(ctx context.Context, q Querier, id uuid.UUID) error {
 		return fmt.Errorf("searchindex: insert an envelope passage: %w", err)
 	}
 	return nil
-}
-
-// queueOccurrencePassages queues the passage statements of an occurrence
-// write (see SendOccurrence).
-func queueOccurrencePassages(b *pgx.Batch, ident []any, ps []Passage) {
-	ords, texts := passageColumns(ps)
-	args := append(append([]any{}, ident...), ords, texts)
-	b.Queue(deleteChangedOccurrencePassagesSQL, args...)
-	if len(ps) > 0 {
-		b.Queue(insertOccurrencePassagesSQL, args...)
-	}
 }
 
 // PassagesOf returns id's passages in ordinal order.
