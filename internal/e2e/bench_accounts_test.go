@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -65,6 +66,7 @@ func BenchmarkManyAccounts(b *testing.B) {
 					_, err := bundle.pool.Exec(b.Context(), "TRUNCATE stored_emails CASCADE")
 					require.NoError(b, err)
 				}
+				meter := accountsMeter(b, bundle)
 				start := time.Now()
 				p := startServe(b, fmt.Sprintf("serve-%d", i), bundle.dir, bundle.env)
 				for bundle.storedCount(b) < n*perAccount {
@@ -75,6 +77,17 @@ func BenchmarkManyAccounts(b *testing.B) {
 				round += time.Since(start)
 				peak, err := p.peakRSS()
 				require.NoError(b, err)
+				use, err := meter.read(p.pid())
+				require.NoError(b, err)
+				var scheduled time.Duration
+				for _, l := range p.logLines() {
+					if l.msg() == "synchronization scheduled" {
+						at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))
+						scheduled = at.Sub(start)
+					}
+				}
+				b.Logf("%d accounts, round %d: %.1f s, every account's run scheduled after %.1f s (load average %s); CPU: %s\n%s",
+					n, i, time.Since(start).Seconds(), scheduled.Seconds(), loadAverage(), use, bundle.jobTimings(b, start))
 				rss = max(rss, peak)
 				p.stop(b)
 			}
@@ -92,4 +105,49 @@ func BenchmarkManyAccounts(b *testing.B) {
 				map[bool]string{true: fmt.Sprintf("; peak RSS target at 1000 accounts %d MiB: %s", targetRSSAt1000>>20, verdict(rss <= targetRSSAt1000)), false: ""}[n == 1000])
 		})
 	}
+}
+
+// accountsMeter measures the CPU of serve, PostgreSQL and Dovecot during a
+// round.
+func accountsMeter(b *testing.B, bundle *testBundle) *cpuMeter {
+	var dataDir string
+	require.NoError(b, bundle.pool.QueryRow(b.Context(), "SHOW data_directory").Scan(&dataDir))
+	m, err := newCPUMeter(dataDir, bundle.server.Dir())
+	require.NoError(b, err)
+	return m
+}
+
+// loadAverage is the machine's one-, five- and fifteen-minute load.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// jobTimings summarises each job kind of the round: how many jobs, how
+// often they were snoozed, and when the first attempt began and the last
+// job was finalized, counted from start.
+func (b *testBundle) jobTimings(t testing.TB, start time.Time) string {
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT kind, count(*), count(*) FILTER (WHERE finalized_at IS NOT NULL),
+		       coalesce(sum((metadata->>'snoozes')::int), 0),
+		       coalesce(extract(epoch FROM min(attempted_at) - $1), 0),
+		       coalesce(extract(epoch FROM max(finalized_at) - $1), 0),
+		       coalesce(extract(epoch FROM avg(finalized_at - attempted_at)), 0)
+		FROM river_job GROUP BY kind ORDER BY kind`, start)
+	require.NoError(t, err)
+	var out strings.Builder
+	for rows.Next() {
+		var kind string
+		var jobs, finalized, snoozes int
+		var first, last, avg float64
+		require.NoError(t, rows.Scan(&kind, &jobs, &finalized, &snoozes, &first, &last, &avg))
+		fmt.Fprintf(&out, "  %-22s %5d jobs, %5d finalized, %6d snoozes; first attempt %.1f s, last finalized %.1f s, last attempt to finalized %.3f s on average\n",
+			kind, jobs, finalized, snoozes, first, last, avg)
+	}
+	require.NoError(t, rows.Err())
+	return out.String()
 }
