@@ -30,10 +30,12 @@ const (
 // mail, the peak RSS, and the RSS each configured account adds over the
 // size before. The first size's round may end before the heap grows to
 // its goal; the per-account figure is meaningful from the second size on,
-// where every round runs long enough to reach it.
-// It runs on demand only:
+// where every round runs long enough to reach it. It logs, beside the
+// machine's load average, the CPU serve, PostgreSQL and Dovecot spent per
+// account and each job kind's timings and snoozes, which tell slow units
+// from slots left idle. It runs on demand only:
 //
-//	go test -run '^$' -bench ManyAccounts -benchtime 1x -timeout 30m ./internal/e2e
+//	go test -run '^$' -bench ManyAccounts -benchtime 1x -timeout 60m ./internal/e2e
 //
 // MAILFATHOM_BENCH_ACCOUNTS lists the sizes (default 10,100,1000).
 func BenchmarkManyAccounts(b *testing.B) {
@@ -86,8 +88,9 @@ func BenchmarkManyAccounts(b *testing.B) {
 						scheduled = at.Sub(start)
 					}
 				}
-				b.Logf("%d accounts, round %d: %.1f s, every account's run scheduled after %.1f s (load average %s); CPU: %s\n%s",
-					n, i, time.Since(start).Seconds(), scheduled.Seconds(), loadAverage(), use, bundle.jobTimings(b, start))
+				ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(n) }
+				b.Logf("%d accounts, round %d: %.1f s, every account's run scheduled after %.1f s (load average %s); CPU: %s; per account: serve %.0f ms, PostgreSQL %.0f ms, Dovecot %.0f ms\n%s",
+					n, i, time.Since(start).Seconds(), scheduled.Seconds(), loadAverage(), use, ms(use.serve), ms(use.postgres), ms(use.dovecot), bundle.jobTimings(b, start))
 				rss = max(rss, peak)
 				p.stop(b)
 			}
