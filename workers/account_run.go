@@ -74,7 +74,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	// A run waits in the process for a free account slot, so a thousand
 	// due accounts do not each ask PostgreSQL for one over and over.
 	key := config.AccountKey(account.ID)
-	leave, err := w.deps.enterGate(ctx, key, "")
+	leave, err := w.deps.enterGate(ctx, key, "", runGatePatience)
 	if errors.Is(err, slots.ErrFull) {
 		return river.JobSnooze(w.deps.deferral())
 	}

@@ -36,7 +36,7 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 		logger.InfoContext(ctx, "skipped: the account is no longer configured or synchronization is disabled")
 		return nil, nil
 	}
-	leave, err := d.enterGate(ctx, config.AccountKey(account.ID), alias)
+	leave, err := d.enterGate(ctx, config.AccountKey(account.ID), alias, gatePatience)
 	if errors.Is(err, slots.ErrFull) {
 		return nil, river.JobSnooze(d.deferral())
 	}

@@ -232,20 +232,29 @@ func (d Dependencies) deferral() time.Duration {
 	return deferral()
 }
 
-// gatePatience is how long a unit waits in the process for a concurrency
-// bound before it snoozes: long enough that a unit of this process ends
-// and lets it in, short enough that a stopping process is not held.
+// gatePatience is how long a folder unit waits in the process for a
+// concurrency bound before it snoozes: long enough that a unit of this
+// process ends and lets it in.
 const gatePatience = 10 * time.Second
 
+// runGatePatience is how long an account run waits. It is longer: a run
+// that waits keeps its place among the due accounts, which River hands out
+// in the order they fell due, while one that snoozes comes back behind the
+// next runs of accounts that already ran — with a thousand accounts and a
+// round longer than the interval, the last accounts of the first round
+// would wait for much of the second. It stays well inside the run's
+// Timeout.
+const runGatePatience = 2 * time.Minute
+
 // enterGate lets a unit of account (and alias, for a folder unit) in to
-// this process's share of the concurrency bounds, waiting for it; a unit
-// that is not let in is deferred like one that meets a bound in
-// PostgreSQL.
-func (d Dependencies) enterGate(ctx context.Context, accountKey, alias string) (func(), error) {
+// this process's share of the concurrency bounds, waiting at most patience
+// for it, or until the process begins to stop; a unit that is not let in
+// is deferred like one that meets a bound in PostgreSQL.
+func (d Dependencies) enterGate(ctx context.Context, accountKey, alias string, patience time.Duration) (func(), error) {
 	if d.gate == nil {
 		return func() {}, nil
 	}
-	return d.gate.Enter(ctx, accountKey, alias, gatePatience, d.Stopping)
+	return d.gate.Enter(ctx, accountKey, alias, patience, d.Stopping)
 }
 
 // reportedDeferral is the snooze of a folder unit whose server reported a
