@@ -71,6 +71,18 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return nil
 	}
 
+	// A run waits in the process for a free account slot, so a thousand
+	// due accounts do not each ask PostgreSQL for one over and over.
+	key := config.AccountKey(account.ID)
+	leave, err := w.deps.enterGate(ctx, key, "", runGatePatience)
+	if errors.Is(err, slots.ErrFull) {
+		return river.JobSnooze(w.deps.deferral())
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { leave() }()
+
 	conn, release, err := w.deps.acquireWorkConn(ctx, job.ID)
 	if err != nil {
 		return fmt.Errorf("account run: %w", err)
@@ -79,7 +91,6 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 
 	// The run settles the previous one: failed folders count against the
 	// account as a failed account run does.
-	key := config.AccountKey(account.ID)
 	var state mailstore.AccountState
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var err error
@@ -108,6 +119,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	// The mailbox work is done: give the slots back before scheduling the
 	// folder passes, which need them.
 	_ = held.Release(ctx)
+	leave()
 	if err != nil {
 		return err
 	}

@@ -36,12 +36,21 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 		logger.InfoContext(ctx, "skipped: the account is no longer configured or synchronization is disabled")
 		return nil, nil
 	}
+	leave, err := d.enterGate(ctx, config.AccountKey(account.ID), alias, gatePatience)
+	if errors.Is(err, slots.ErrFull) {
+		return nil, river.JobSnooze(d.deferral())
+	}
+	if err != nil {
+		return nil, err
+	}
 	conn, releaseConn, err := d.acquireWorkConn(ctx, jobID)
 	if err != nil {
+		leave()
 		return nil, err
 	}
 	held, err := slots.Acquire(ctx, conn, config.AccountKey(account.ID), alias, bounds(cfg))
 	if err != nil {
+		leave()
 		wait := d.deferral()
 		if errors.Is(err, slots.ErrFull) {
 			// A folder whose server reported a change waits only moments
@@ -60,6 +69,7 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 	release := func() {
 		_ = held.Release(context.WithoutCancel(ctx))
 		releaseConn()
+		leave()
 	}
 	id, err := mailstore.EnsureAccount(ctx, conn, config.AccountKey(account.ID))
 	if err != nil {

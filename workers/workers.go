@@ -51,6 +51,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/push"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
+	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -113,6 +114,9 @@ type Dependencies struct {
 	deferrals func() time.Duration
 	// profile caches the active embedding profile's id.
 	profile *profileCache
+	// gate admits this process's units to the concurrency bounds before
+	// they take their slots; one per process, built by Register.
+	gate *slots.Gate
 
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
@@ -186,6 +190,9 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 		return nil, err
 	}
 	deps.writes, deps.carrier = writes, carrier
+	if deps.gate, err = slots.NewGate(bounds(deps.Config)); err != nil {
+		return nil, err
+	}
 	if deps.Stopping != nil {
 		// The write connections end with the process.
 		go func() {
@@ -223,6 +230,31 @@ func (d Dependencies) deferral() time.Duration {
 		return d.deferrals()
 	}
 	return deferral()
+}
+
+// gatePatience is how long a folder unit waits in the process for a
+// concurrency bound before it snoozes: long enough that a unit of this
+// process ends and lets it in.
+const gatePatience = 10 * time.Second
+
+// runGatePatience is how long an account run waits. It is longer: a run
+// that waits keeps its place among the due accounts, which River hands out
+// in the order they fell due, while one that snoozes comes back behind the
+// next runs of accounts that already ran — with a thousand accounts and a
+// round longer than the interval, the last accounts of the first round
+// would wait for much of the second. It stays well inside the run's
+// Timeout.
+const runGatePatience = 2 * time.Minute
+
+// enterGate lets a unit of account (and alias, for a folder unit) in to
+// this process's share of the concurrency bounds, waiting at most patience
+// for it, or until the process begins to stop; a unit that is not let in
+// is deferred like one that meets a bound in PostgreSQL.
+func (d Dependencies) enterGate(ctx context.Context, accountKey, alias string, patience time.Duration) (func(), error) {
+	if d.gate == nil {
+		return func() {}, nil
+	}
+	return d.gate.Enter(ctx, accountKey, alias, patience, d.Stopping)
 }
 
 // reportedDeferral is the snooze of a folder unit whose server reported a

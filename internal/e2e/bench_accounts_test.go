@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -28,11 +29,13 @@ const (
 // its mail does): the time until every account's first run has stored its
 // mail, the peak RSS, and the RSS each configured account adds over the
 // size before. The first size's round may end before the heap grows to
-// its goal; the per-account figure is meaningful from the second size on,
-// where every round runs long enough to reach it.
-// It runs on demand only:
+// its goal, so the per-account figure is reported from the third size on,
+// over the second, where every round runs long enough to reach it. It
+// logs, beside the machine's load average, the CPU serve, PostgreSQL and
+// Dovecot spent per account and each job kind's timings and snoozes, which
+// tell slow units from slots left idle. It runs on demand only:
 //
-//	go test -run '^$' -bench ManyAccounts -benchtime 1x -timeout 30m ./internal/e2e
+//	go test -run '^$' -bench ManyAccounts -benchtime 1x -timeout 60m ./internal/e2e
 //
 // MAILFATHOM_BENCH_ACCOUNTS lists the sizes (default 10,100,1000).
 func BenchmarkManyAccounts(b *testing.B) {
@@ -45,7 +48,7 @@ func BenchmarkManyAccounts(b *testing.B) {
 	}
 	binary(b)
 	var prevRSS int64
-	var prevAccounts int
+	var prevAccounts, measured int
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("accounts=%d", n), func(b *testing.B) {
 			bundle := setup(b, pgtest.Database(b))
@@ -65,6 +68,7 @@ func BenchmarkManyAccounts(b *testing.B) {
 					_, err := bundle.pool.Exec(b.Context(), "TRUNCATE stored_emails CASCADE")
 					require.NoError(b, err)
 				}
+				meter := accountsMeter(b, bundle)
 				start := time.Now()
 				p := startServe(b, fmt.Sprintf("serve-%d", i), bundle.dir, bundle.env)
 				for bundle.storedCount(b) < n*perAccount {
@@ -75,13 +79,27 @@ func BenchmarkManyAccounts(b *testing.B) {
 				round += time.Since(start)
 				peak, err := p.peakRSS()
 				require.NoError(b, err)
+				use, err := meter.read(p.pid())
+				require.NoError(b, err)
+				var scheduled time.Duration
+				for _, l := range p.logLines() {
+					if l.msg() == "synchronization scheduled" {
+						at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))
+						scheduled = at.Sub(start)
+					}
+				}
+				ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(n) }
+				b.Logf("%d accounts, round %d: %.1f s, every account's run scheduled after %.1f s (load average %s); CPU: %s; per account: serve %.0f ms, PostgreSQL %.0f ms, Dovecot %.0f ms\n%s",
+					n, i, time.Since(start).Seconds(), scheduled.Seconds(), loadAverage(), use, ms(use.serve), ms(use.postgres), ms(use.dovecot), bundle.jobTimings(b, start))
 				rss = max(rss, peak)
 				p.stop(b)
 			}
 			b.ReportMetric(round.Seconds()/float64(b.N), "round_s")
 			b.ReportMetric(float64(rss)/(1<<20), "peak_rss_MiB")
-			defer func() { prevRSS, prevAccounts = rss, n }()
-			if prevAccounts == 0 || n <= prevAccounts {
+			defer func() { prevRSS, prevAccounts, measured = rss, n, measured+1 }()
+			// The first size's round ends before the heap reaches its goal,
+			// so its RSS is no base for a per-account figure.
+			if measured < 2 || n <= prevAccounts {
 				b.Logf("%d accounts: one round in %.1f s, peak RSS %.1f MiB", n, round.Seconds()/float64(b.N), float64(rss)/(1<<20))
 				return
 			}
@@ -92,4 +110,49 @@ func BenchmarkManyAccounts(b *testing.B) {
 				map[bool]string{true: fmt.Sprintf("; peak RSS target at 1000 accounts %d MiB: %s", targetRSSAt1000>>20, verdict(rss <= targetRSSAt1000)), false: ""}[n == 1000])
 		})
 	}
+}
+
+// accountsMeter measures the CPU of serve, PostgreSQL and Dovecot during a
+// round.
+func accountsMeter(b *testing.B, bundle *testBundle) *cpuMeter {
+	var dataDir string
+	require.NoError(b, bundle.pool.QueryRow(b.Context(), "SHOW data_directory").Scan(&dataDir))
+	m, err := newCPUMeter(dataDir, bundle.server.Dir())
+	require.NoError(b, err)
+	return m
+}
+
+// loadAverage is the machine's one-, five- and fifteen-minute load.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// jobTimings summarises each job kind of the round: how many jobs, how
+// often they were snoozed, and when the first attempt began and the last
+// job was finalized, counted from start.
+func (b *testBundle) jobTimings(t testing.TB, start time.Time) string {
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT kind, count(*), count(*) FILTER (WHERE finalized_at IS NOT NULL),
+		       coalesce(sum((metadata->>'snoozes')::int), 0),
+		       coalesce(extract(epoch FROM min(attempted_at) - $1), 0),
+		       coalesce(extract(epoch FROM max(finalized_at) - $1), 0),
+		       coalesce(extract(epoch FROM avg(finalized_at - attempted_at)), 0)
+		FROM river_job GROUP BY kind ORDER BY kind`, start)
+	require.NoError(t, err)
+	var out strings.Builder
+	for rows.Next() {
+		var kind string
+		var jobs, finalized, snoozes int
+		var first, last, avg float64
+		require.NoError(t, rows.Scan(&kind, &jobs, &finalized, &snoozes, &first, &last, &avg))
+		fmt.Fprintf(&out, "  %-22s %5d jobs, %5d finalized, %6d snoozes; first attempt %.1f s, last finalized %.1f s, last attempt to finalized %.3f s on average\n",
+			kind, jobs, finalized, snoozes, first, last, avg)
+	}
+	require.NoError(t, rows.Err())
+	return out.String()
 }

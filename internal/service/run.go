@@ -230,11 +230,15 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := reg.Register(mutation.NewCollector(pool)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	go workers.Maintain(sweepCtx, deps, client, lock.Leading, repaired, logger)
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)
 	if err != nil {
 		return fmt.Errorf("schedule account runs: %w", err)
 	}
+	// Housekeeping starts once every account has its run: started while
+	// the accounts were still being scheduled (half a minute for a
+	// thousand), its repair found the rest without one and warned about
+	// each.
+	go workers.Maintain(sweepCtx, deps, client, lock.Leading, repaired, logger)
 	logger.InfoContext(ctx, "synchronization scheduled", slog.Bool("enabled", cfg.Sync.Enabled),
 		slog.Int("accounts", len(cfg.Accounts)), slog.Int("runs_started", n))
 	if _, err := workers.ScheduleExtractionBackfill(ctx, deps, client); err != nil {

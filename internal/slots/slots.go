@@ -23,7 +23,10 @@
 // window recorded and never be reported gone.
 //
 // Acquire never waits: a full bound is ErrFull, which a worker turns into a
-// short River snooze.
+// short River snooze. Within one process a Gate comes first: a unit waits
+// there, without touching PostgreSQL, until a unit of the same process
+// leaves, so a process with many accounts due does not spend itself and
+// the database retrying slots that are taken.
 package slots
 
 import (
