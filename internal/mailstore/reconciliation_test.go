@@ -175,7 +175,7 @@ func TestReconciliation(t *testing.T) {
 		_, err := b.pool.Exec(ctx, `
 			INSERT INTO stored_emails (id, mailbox_account_id, mail_folder_id, uid_validity, uid, content_availability, remote_flags_observed_at)
 			SELECT gen_random_uuid(), $1, $2, 7, g, 'NotFetched', CASE WHEN g % 2 = 0 THEN now() - g * interval '1 second' END
-			FROM generate_series(2, 200000) g`, b.binding.AccountID, b.binding.ID)
+			FROM generate_series(2, 30000) g`, b.binding.AccountID, b.binding.ID)
 		require.NoError(t, err)
 		_, err = b.pool.Exec(ctx, `ANALYZE stored_emails`)
 		require.NoError(t, err)
