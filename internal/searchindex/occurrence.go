@@ -41,17 +41,19 @@ const (
 		WHERE ` + occurrenceIDWhere
 
 	writeOccurrenceDocumentSQL = `
-		INSERT INTO email_search_documents (stored_email_id, text_source, lossy, truncated, subject, participants, body_text, body_text_untrimmed)
-		SELECT e.id, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($10, ''), nullif($11, '')
+		INSERT INTO email_search_documents (stored_email_id, text_source, lossy, truncated, subject, participants, body_text, body_text_untrimmed,
+		                                    sent_at, mail_folder_id)
+		SELECT e.id, $5, $6, $7, nullif($8, ''), nullif($9, ''), nullif($10, ''), nullif($11, ''), e.sent_at, e.mail_folder_id
 		FROM stored_emails e WHERE ` + occurrenceIDWhere + `
 		ON CONFLICT (stored_email_id) DO UPDATE SET
 			text_source = excluded.text_source, lossy = excluded.lossy, truncated = excluded.truncated,
 			subject = excluded.subject, participants = excluded.participants,
-			body_text = excluded.body_text, body_text_untrimmed = excluded.body_text_untrimmed`
+			body_text = excluded.body_text, body_text_untrimmed = excluded.body_text_untrimmed,
+			sent_at = excluded.sent_at, mail_folder_id = excluded.mail_folder_id`
 
 	insertOccurrenceEnvelopeDocumentSQL = `
-		INSERT INTO email_search_documents (stored_email_id, text_source, subject)
-		SELECT e.id, $5, left(e.subject, $6) FROM stored_emails e WHERE ` + occurrenceIDWhere + `
+		INSERT INTO email_search_documents (stored_email_id, text_source, subject, sent_at, mail_folder_id)
+		SELECT e.id, $5, left(e.subject, $6), e.sent_at, e.mail_folder_id FROM stored_emails e WHERE ` + occurrenceIDWhere + `
 		ON CONFLICT (stored_email_id) DO NOTHING`
 )
 
