@@ -133,15 +133,18 @@ const (
 		WHERE x.id IS NOT NULL`
 
 	enrichDocumentsSQL = `
-		INSERT INTO email_search_documents (stored_email_id, text_source, lossy, truncated, subject, participants, body_text, body_text_untrimmed)
-		SELECT x.id, x.src, x.l, x.tr, nullif(x.s, ''), nullif(x.p, ''), nullif(x.b, ''), nullif(x.u, '')
+		INSERT INTO email_search_documents (stored_email_id, text_source, lossy, truncated, subject, participants, body_text, body_text_untrimmed,
+		                                    sent_at, mail_folder_id)
+		SELECT x.id, x.src, x.l, x.tr, nullif(x.s, ''), nullif(x.p, ''), nullif(x.b, ''), nullif(x.u, ''),
+		       (SELECT e.sent_at FROM stored_emails e WHERE e.id = x.id), $1
 		FROM (SELECT ` + storedEmailOf + ` AS id, t.*
 		      FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::boolean[], $6::boolean[], $7::text[], $8::text[], $9::text[], $10::text[]) AS t(uv, uid, src, l, tr, s, p, b, u) OFFSET 0) x
 		WHERE x.id IS NOT NULL
 		ON CONFLICT (stored_email_id) DO UPDATE SET
 			text_source = excluded.text_source, lossy = excluded.lossy, truncated = excluded.truncated,
 			subject = excluded.subject, participants = excluded.participants,
-			body_text = excluded.body_text, body_text_untrimmed = excluded.body_text_untrimmed`
+			body_text = excluded.body_text, body_text_untrimmed = excluded.body_text_untrimmed,
+			sent_at = excluded.sent_at, mail_folder_id = excluded.mail_folder_id`
 
 	// The passages of every readable message named ($2, $3) whose text is
 	// not among its derived ones ($4–$7) are removed; a message with no
@@ -161,8 +164,8 @@ const (
 		ON CONFLICT (stored_email_id, ordinal) DO NOTHING`
 
 	enrichEnvelopeDocumentsSQL = `
-		INSERT INTO email_search_documents (stored_email_id, text_source, subject)
-		SELECT e.id, $4, left(e.subject, $5)
+		INSERT INTO email_search_documents (stored_email_id, text_source, subject, sent_at, mail_folder_id)
+		SELECT e.id, $4, left(e.subject, $5), e.sent_at, e.mail_folder_id
 		FROM stored_emails e
 		WHERE e.id = ANY (ARRAY(SELECT ` + storedEmailOf + ` FROM unnest($2::bigint[], $3::bigint[]) AS t(uv, uid)))
 		ON CONFLICT (stored_email_id) DO NOTHING`

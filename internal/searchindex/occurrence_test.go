@@ -151,6 +151,14 @@ func TestWriteOccurrence(t *testing.T) {
 	require.Nil(t, stored)
 	require.Equal(t, "Thanks!", reading)
 
+	// Every document carries its stored email's sending date and folder.
+	var documents, differing int
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT count(*), count(*) FILTER (WHERE d.sent_at IS DISTINCT FROM e.sent_at OR d.mail_folder_id IS DISTINCT FROM e.mail_folder_id)
+		FROM email_search_documents d JOIN stored_emails e ON e.id = d.stored_email_id`).Scan(&documents, &differing))
+	require.NotZero(t, documents)
+	require.Zero(t, differing)
+
 	// A folder of another account is refused.
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)

@@ -145,12 +145,15 @@ func Write(ctx context.Context, q Querier, rec Record) error {
 		}
 	}
 	_, err = q.Exec(ctx, `
-		INSERT INTO email_search_documents (stored_email_id, text_source, lossy, truncated, subject, participants, body_text, body_text_untrimmed)
-		VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), nullif($7, ''), nullif($8, ''))
+		INSERT INTO email_search_documents (stored_email_id, text_source, lossy, truncated, subject, participants, body_text, body_text_untrimmed,
+		                                    sent_at, mail_folder_id)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, ''), nullif($7, ''), nullif($8, ''),
+		        (SELECT e.sent_at FROM stored_emails e WHERE e.id = $1), (SELECT e.mail_folder_id FROM stored_emails e WHERE e.id = $1))
 		ON CONFLICT (stored_email_id) DO UPDATE SET
 			text_source = excluded.text_source, lossy = excluded.lossy, truncated = excluded.truncated,
 			subject = excluded.subject, participants = excluded.participants,
-			body_text = excluded.body_text, body_text_untrimmed = excluded.body_text_untrimmed`,
+			body_text = excluded.body_text, body_text_untrimmed = excluded.body_text_untrimmed,
+			sent_at = excluded.sent_at, mail_folder_id = excluded.mail_folder_id`,
 		rec.StoredEmailID, rec.TextSource, rec.Lossy, rec.Truncated,
 		truncate(clean(rec.Subject), MaxSubjectCopyChars), participantCopy(rec.Participants),
 		clean(rec.Text), untrimmedCopy(rec))
@@ -166,8 +169,8 @@ func Write(ctx context.Context, q Querier, rec Record) error {
 // which a run that could read the body wrote, is kept.
 func InsertEnvelopeDocument(ctx context.Context, q Querier, id uuid.UUID) error {
 	_, err := q.Exec(ctx, `
-		INSERT INTO email_search_documents (stored_email_id, text_source, subject)
-		SELECT id, $2, left(subject, $3) FROM stored_emails WHERE id = $1
+		INSERT INTO email_search_documents (stored_email_id, text_source, subject, sent_at, mail_folder_id)
+		SELECT id, $2, left(subject, $3), sent_at, mail_folder_id FROM stored_emails WHERE id = $1
 		ON CONFLICT (stored_email_id) DO NOTHING`, id, SourceNotExtracted, MaxSubjectCopyChars)
 	if err != nil {
 		return fmt.Errorf("searchindex: write an envelope document: %w", err)

@@ -89,8 +89,10 @@ func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 // Strategy is how mailfathom_search finds a query's matches.
 type Strategy struct {
 	// Name is "index" (every match through the search vector's index,
-	// for a rare query) or "recent" (the mail walked newest first until
-	// RankWindow matches, for a common one).
+	// for a rare query), "window" (only the matches among the newest
+	// documents, the range widened until it holds RankWindow of them, for
+	// a query in a few percent of the mail) or "recent" (the mail walked
+	// newest first until RankWindow matches, for a common one).
 	Name string
 	// EstimatedMatches is the planner's estimate of the matching
 	// documents, and Documents its count of documents, that chose it.

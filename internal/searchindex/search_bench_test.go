@@ -26,7 +26,7 @@ const searchTarget = 50 * time.Millisecond
 // are in most messages: a rare word, one in about a tenth of the mail, a
 // third of it and nearly all of it, two common words together and a
 // common word with a rare one. Each query's log line names the strategy
-// mailfathom_search chose for it ("index" or "recent") and the planner's
+// mailfathom_search chose for it ("index", "window" or "recent") and the planner's
 // estimate behind the choice. It runs on demand only:
 //
 //	go test -run '^$' -bench Search -benchtime 1x -timeout 30m ./internal/searchindex
@@ -65,9 +65,9 @@ func BenchmarkSearch(b *testing.B) {
 				SELECT id, $1, $2, 1, uid, 'Available', 5000, timestamptz '2020-01-01' + uid * interval '20 minutes',
 				       'Subject ' || uid, timestamptz '2020-01-01' + uid * interval '20 minutes', true
 				FROM msgs)
-			INSERT INTO email_search_documents (stored_email_id, text_source, subject, participants, body_text)
+			INSERT INTO email_search_documents (stored_email_id, text_source, subject, participants, body_text, sent_at, mail_folder_id)
 			SELECT id, 'PlainText', 'Subject ' || uid, 'sender' || (uid % 97) || '@example.test',
-			       body.text
+			       body.text, timestamptz '2020-01-01' + uid * interval '20 minutes', $2
 			FROM msgs CROSS JOIN LATERAL (
 				-- The condition on msgs makes the draw per message.
 				SELECT string_agg('w' || floor(power(50000, random()))::int, ' ') AS text

@@ -135,6 +135,40 @@ func TestSearchIndex(t *testing.T) {
 		require.Len(t, search(ctx, t, b, "marmalade"), 1, "the body a readable run wrote is kept")
 	})
 
+	t.Run("DocumentsCarryTheSendingDateAndFolder", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		big := store(ctx, t, b, 2, "Huge scan attached", mailstore.ExceededSizeLimit)
+		require.NoError(t, searchindex.InsertEnvelopeDocument(ctx, b.pool, big))
+		id := store(ctx, t, b, 3, "Read once", mailstore.Available)
+		sent := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{StoredEmailID: id, Readable: true, SentAt: &sent,
+			Subject: "Read once", TextSource: searchindex.SourcePlainText, Text: "marmalade"}))
+		copies := func() (n, differing int) {
+			t.Helper()
+			require.NoError(t, b.pool.QueryRow(ctx, `
+				SELECT count(*), count(*) FILTER (WHERE d.sent_at IS DISTINCT FROM e.sent_at OR d.mail_folder_id IS DISTINCT FROM e.mail_folder_id)
+				FROM email_search_documents d JOIN stored_emails e ON e.id = d.stored_email_id`).Scan(&n, &differing))
+			return n, differing
+		}
+		n, differing := copies()
+		require.Equal(t, 2, n)
+		require.Zero(t, differing)
+		var copied time.Time
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT sent_at FROM email_search_documents WHERE stored_email_id = $1`, id).Scan(&copied))
+		require.True(t, sent.Equal(copied))
+
+		// A date written to the stored email later is copied too.
+		later := sent.Add(time.Hour)
+		require.NoError(t, searchindex.Write(ctx, b.pool, searchindex.Record{StoredEmailID: big, Readable: true, SentAt: &later,
+			Subject: "Huge scan attached", TextSource: searchindex.SourcePlainText, Text: "scan"}))
+		_, err := b.pool.Exec(ctx, `UPDATE stored_emails SET sent_at = NULL WHERE id = $1`, id)
+		require.NoError(t, err)
+		n, differing = copies()
+		require.Equal(t, 2, n)
+		require.Zero(t, differing)
+	})
+
 	t.Run("StartupGateAndRebuild", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
