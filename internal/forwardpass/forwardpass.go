@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -232,6 +233,17 @@ type pass struct {
 	// lastStored is the last UID of the pass's last batch.
 	lastStored uint32
 	rep        *Report
+	// ahead is the next batch's metadata, read while the last batch
+	// committed; nil when it was not read ahead.
+	ahead *aheadMetadata
+}
+
+// aheadMetadata is what a metadata fetch read ahead returned, for the
+// batch that begins at first, before that batch's join.
+type aheadMetadata struct {
+	first uint32
+	meta  []imapx.MessageMetadata
+	err   error
 }
 
 func (p *pass) run(ctx context.Context) error {
@@ -251,7 +263,11 @@ func (p *pass) run(ctx context.Context) error {
 	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun && !p.stopping() {
 		n := min(len(uids), p.lim.BatchSize)
 		batch := uids[:n]
-		if err := p.storeBatch(ctx, batch); err != nil {
+		var following []uint32
+		if p.rep.Batches+1 < p.lim.BatchesPerRun {
+			following = uids[n:min(len(uids), n+p.lim.BatchSize)]
+		}
+		if err := p.storeBatch(ctx, batch, following); err != nil {
 			var withheld *withheldError
 			if errors.As(err, &withheld) {
 				// Everything of the batch below the first withheld
@@ -363,10 +379,12 @@ func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Contex
 	return nil
 }
 
-// storeBatch stores one batch and adds its counts to the report.
-func (p *pass) storeBatch(ctx context.Context, batch []uint32) error {
+// storeBatch stores one batch and adds its counts to the report. next,
+// when not empty, is the batch that follows it in this pass: its metadata
+// is read while this one commits.
+func (p *pass) storeBatch(ctx context.Context, batch, next []uint32) error {
 	var c counts
-	err := p.batch(ctx, batch, &c)
+	err := p.batch(ctx, batch, next, &c)
 	var withheld *withheldError
 	if err != nil && !errors.As(err, &withheld) {
 		return err
@@ -408,7 +426,12 @@ func lastBelow(uids []uint32, limit uint32) uint32 {
 	return last
 }
 
-func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
+func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error {
+	ahead := p.ahead
+	p.ahead = nil
+	if ahead != nil && ahead.first != batch[0] {
+		ahead = nil
+	}
 	batch, err := p.join(ctx, batch)
 	if err != nil {
 		return err
@@ -416,13 +439,9 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	meta, err := p.sess.FetchMetadata(ctx, batch)
+	byUID, err := p.metadata(ctx, batch, ahead)
 	if err != nil {
 		return err
-	}
-	byUID := make(map[uint32]imapx.MessageMetadata, len(meta))
-	for _, m := range meta {
-		byUID[m.UID] = m
 	}
 	c.vanished = len(batch) - len(byUID)
 
@@ -489,10 +508,64 @@ func (p *pass) batch(ctx context.Context, batch []uint32, c *counts) error {
 		}
 		fetch = fetch[n:]
 	}
-	if err := w.commit(ctx); err != nil {
+	if err := p.commitReadingAhead(ctx, w, next); err != nil {
 		return err
 	}
 	return p.settleMissing(ctx, batch, missing, byUID, c)
+}
+
+// metadata returns the metadata of batch's messages by UID, from ahead
+// when the batch's metadata was read ahead (for the batch before its join,
+// so it may name UIDs the join carried; those are left out).
+func (p *pass) metadata(ctx context.Context, batch []uint32, ahead *aheadMetadata) (map[uint32]imapx.MessageMetadata, error) {
+	var meta []imapx.MessageMetadata
+	if ahead != nil {
+		if ahead.err != nil {
+			return nil, ahead.err
+		}
+		meta = ahead.meta
+	} else {
+		var err error
+		if meta, err = p.sess.FetchMetadata(ctx, batch); err != nil {
+			return nil, err
+		}
+	}
+	byUID := make(map[uint32]imapx.MessageMetadata, len(meta))
+	for _, m := range meta {
+		byUID[m.UID] = m
+	}
+	if ahead != nil && len(byUID) > 0 {
+		keep := make(map[uint32]bool, len(batch))
+		for _, u := range batch {
+			keep[u] = true
+		}
+		maps.DeleteFunc(byUID, func(u uint32, _ imapx.MessageMetadata) bool { return !keep[u] })
+	}
+	return byUID, nil
+}
+
+// commitReadingAhead commits the batch's last group and, when next is not
+// empty, reads next's metadata on the session meanwhile, so the
+// connection to the server does not sit idle while the database commits.
+// The session is still driven by this goroutine alone; the commit runs on
+// another, and nothing of next is written before it returns: the
+// metadata waits in p.ahead for next's batch, which starts only after
+// this one's checkpoint. A failed read ahead is next's failure, returned
+// when next starts; a failed commit is this batch's, and the metadata read
+// ahead is dropped with it. It returns only once the commit has been
+// answered, whatever failed.
+func (p *pass) commitReadingAhead(ctx context.Context, w *writer, next []uint32) error {
+	if len(next) == 0 {
+		return w.commit(ctx)
+	}
+	committed := make(chan error, 1)
+	go func() { committed <- w.commit(ctx) }()
+	meta, err := p.sess.FetchMetadata(ctx, next)
+	if cerr := <-committed; cerr != nil {
+		return cerr
+	}
+	p.ahead = &aheadMetadata{first: next[0], meta: meta, err: err}
+	return nil
 }
 
 // join joins the batch's UIDs to the placements of MailFathom's own that
