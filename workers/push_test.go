@@ -42,6 +42,12 @@ func setupPush(t *testing.T, opts ...dovecot.Option) *syncBundle {
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Archive"
 	b.env["MAILFATHOM_ACCOUNTS_0_MODE"] = "Push"
+	// Dovecot creates a user's automatic folders when a session first
+	// opens them; two of its processes doing so at once (a watch and a
+	// pass starting together) can meet in its index locks and one
+	// panics. The folders are opened once here, before serve starts.
+	b.user.UIDNext("INBOX")
+	b.user.UIDNext("Archive")
 	return b
 }
 
