@@ -8,13 +8,17 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
 )
 
 // fetchAll runs what the forward pass runs on a folder, SearchUIDs,
@@ -162,4 +166,62 @@ func TestCompressionNotOffered(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NotContains(t, strings.ToUpper(rec.String()), "COMPRESS")
 	requireReadOnlyWire(t, &rec)
+}
+
+// TestCompressionRefused: a server that advertises COMPRESS=DEFLATE but
+// answers the command with NO (RFC 4978 §3 allows it, for instance when
+// compression is already active or the server is loaded) leaves the
+// session uncompressed and usable: the next command goes out in plain
+// IMAP and its answer is read as such. Dovecot never refuses, so a
+// scripted server plays the refusal.
+func TestCompressionRefused(t *testing.T) {
+	t.Parallel()
+	const caps = "IMAP4rev1 SASL-IR AUTH=PLAIN COMPRESS=DEFLATE"
+	var asked atomic.Int32
+	srv := imapscript.Start(t, func(c *imapscript.Conn) {
+		c.Greet(caps)
+		tag, _, _, ok := c.Authenticate()
+		if !ok {
+			return
+		}
+		c.Send(tag + " OK [CAPABILITY " + caps + "] logged in")
+		for {
+			line, ok := c.ReadLine()
+			if !ok {
+				return
+			}
+			fields := strings.Fields(line)
+			if len(fields) < 2 {
+				return
+			}
+			tag := fields[0]
+			switch strings.ToUpper(fields[1]) {
+			case "CAPABILITY":
+				c.Send("* CAPABILITY "+caps, tag+" OK done")
+			case "COMPRESS":
+				asked.Add(1)
+				c.Send(tag + " NO not now")
+			case "EXAMINE":
+				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", "* OK [UIDNEXT 1] ok", "* FLAGS (\\Seen)", tag+" OK [READ-ONLY] done")
+			case "LOGOUT":
+				c.Send("* BYE bye", tag+" OK done")
+				return
+			default:
+				c.Send(tag + " BAD unexpected")
+			}
+		}
+	})
+	ep := scriptedEndpoint(srv, sasl.Plain)
+	ep.AllowClearTextOverUnencrypted = true
+	ep.Compression = true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, asked.Load(), "COMPRESS is asked once, where it is advertised")
+	require.False(t, s.Compressed())
+	st, err := s.Examine(ctx, "INBOX")
+	require.NoError(t, err, "the session stays usable uncompressed")
+	require.EqualValues(t, 7, st.UIDValidity)
+	require.NoError(t, s.Close())
 }
