@@ -32,7 +32,8 @@ const (
 // its goal, so the per-account figure is reported from the third size on,
 // over the second, where every round runs long enough to reach it. It
 // logs, beside the machine's load average, the CPU serve, PostgreSQL and
-// Dovecot spent per account and each job kind's timings and snoozes, which
+// Dovecot spent per account, the IMAP logins per account with Dovecot's CPU
+// per login, and each job kind's timings and snoozes, which
 // tell slow units from slots left idle. It runs on demand only:
 //
 //	go test -run '^$' -bench ManyAccounts -benchtime 1x -timeout 60m ./internal/e2e
@@ -69,6 +70,7 @@ func BenchmarkManyAccounts(b *testing.B) {
 					require.NoError(b, err)
 				}
 				meter := accountsMeter(b, bundle)
+				logins0 := strings.Count(bundle.server.Log(), loginLine)
 				start := time.Now()
 				p := startServe(b, fmt.Sprintf("serve-%d", i), bundle.dir, bundle.env)
 				for bundle.storedCount(b) < n*perAccount {
@@ -88,9 +90,11 @@ func BenchmarkManyAccounts(b *testing.B) {
 						scheduled = at.Sub(start)
 					}
 				}
+				logins := strings.Count(bundle.server.Log(), loginLine) - logins0
 				ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(n) }
-				b.Logf("%d accounts, round %d: %.1f s, every account's run scheduled after %.1f s (load average %s); CPU: %s; per account: serve %.0f ms, PostgreSQL %.0f ms, Dovecot %.0f ms\n%s",
-					n, i, time.Since(start).Seconds(), scheduled.Seconds(), loadAverage(), use, ms(use.serve), ms(use.postgres), ms(use.dovecot), bundle.jobTimings(b, start))
+				b.Logf("%d accounts, round %d: %.1f s, every account's run scheduled after %.1f s (load average %s); CPU: %s; per account: serve %.0f ms, PostgreSQL %.0f ms, Dovecot %.0f ms; IMAP logins: %.2f per account, %.0f ms of Dovecot CPU each\n%s",
+					n, i, time.Since(start).Seconds(), scheduled.Seconds(), loadAverage(), use, ms(use.serve), ms(use.postgres), ms(use.dovecot),
+					float64(logins)/float64(n), float64(use.dovecot.Milliseconds())/float64(max(logins, 1)), bundle.jobTimings(b, start))
 				rss = max(rss, peak)
 				p.stop(b)
 			}
@@ -111,6 +115,10 @@ func BenchmarkManyAccounts(b *testing.B) {
 		})
 	}
 }
+
+// loginLine starts the line Dovecot logs for each login over the network
+// (the harness's own helper sessions are preauthenticated and log none).
+const loginLine = "imap-login: Info: Login: user=<"
 
 // accountsMeter measures the CPU of serve, PostgreSQL and Dovecot during a
 // round.
