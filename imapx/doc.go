@@ -80,6 +80,10 @@
 // safe from a VANISHED it would die on. That connection sends only ENABLE,
 // EXAMINE, UID FETCH of FLAGS, UID and MODSEQ, UID SEARCH and LOGOUT.
 //
+// Work that only reconciles opens its session with OpenReconcileSession,
+// which has that connection and no other: Examine opens the folder there,
+// and the server sees one login instead of two.
+//
 // # Write connection
 //
 // OpenWriteConnection opens the one connection of an account that changes

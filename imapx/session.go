@@ -17,7 +17,8 @@ import (
 // ReadSession is a read-only IMAP session: one authenticated connection with
 // at most one folder open, and that one opened with EXAMINE (plus, once
 // Reconcile is used, a second connection that only ever EXAMINEs the same
-// folder; see Reconcile). It has no
+// folder; see Reconcile, and OpenReconcileSession for a session that has
+// only that one). It has no
 // operation that stores flags, copies, moves, expunges, appends or opens a
 // folder read-write, and it fetches content only with BODY.PEEK, so nothing
 // it does can set \Seen or change a mailbox.
@@ -36,6 +37,9 @@ type ReadSession struct {
 	// wire is the reconciliation connection (reconcile.go), opened on the
 	// first Reconcile and closed with the session or by Recover.
 	wire *wire.Conn
+	// reconcileOnly marks a session of OpenReconcileSession: cn stays nil
+	// and wire is its only connection.
+	reconcileOnly bool
 
 	// The open folder. state is what the folder reported when Examine
 	// opened it; Recover compares against it.
@@ -86,6 +90,9 @@ func OpenReadSession(ctx context.Context, ep Endpoint, opts SessionOptions) (*Re
 }
 
 func (s *ReadSession) connect(ctx context.Context) error {
+	if s.reconcileOnly {
+		return s.connectReconcileOnly(ctx)
+	}
 	start := time.Now()
 	cn, caps, err := dialRead(ctx, s.ep, s.opts)
 	if err != nil {
@@ -111,6 +118,9 @@ func (s *ReadSession) Capabilities() imap.CapSet {
 // error, a *CommandError (connection still usable) or a *TransportError
 // (connection now unusable).
 func (s *ReadSession) run(ctx context.Context, name string, f func(c *imapclient.Client, w *wire.Watchdog) error) error {
+	if s.reconcileOnly {
+		return ErrReconcileOnly
+	}
 	cn := s.cn
 	if cn == nil {
 		return &TransportError{Op: name, Err: wire.ErrNotConnected}
@@ -169,6 +179,13 @@ func (s *ReadSession) Examine(ctx context.Context, path string) (FolderState, er
 
 func (s *ReadSession) examine(ctx context.Context, path string) (FolderState, error) {
 	start := time.Now()
+	if s.reconcileOnly {
+		st, err := s.examineReconcileOnly(ctx, path)
+		if err == nil {
+			s.debug(ctx, "imap examine", slog.Uint64("exists", uint64(st.Exists)), slog.Duration("elapsed", time.Since(start)))
+		}
+		return st, err
+	}
 	var data *imap.SelectData
 	err := s.run(ctx, "EXAMINE", func(c *imapclient.Client, _ *wire.Watchdog) error {
 		var err error

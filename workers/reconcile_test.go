@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +157,32 @@ func TestReconciliationConvergesWithoutStarvingObservedMail(t *testing.T) {
 	var never int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE remote_flags_observed_at IS NULL`).Scan(&never))
 	require.Zero(t, never)
+}
+
+// TestOneLoginPerUnit: every unit of a run opens one IMAP session — the
+// account run's listing, each folder pass, and each reconciliation window,
+// which examines and reconciles over its one connection rather than
+// opening a second one beside a connection that would only examine.
+func TestOneLoginPerUnit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupSync(t)
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
+	seed(t, b.user, "INBOX", 3, 61)
+	b.start(t)
+	b.waitIdle(t)
+	b.user.SetFlags("INBOX", 2, []imap.Flag{imap.FlagFlagged}, nil)
+	b.runAgain(t)
+	require.Equal(t, map[int64]string{1: ``, 2: `\Flagged`, 3: ``}, b.reconciled(t), "the second run's window saw the flag")
+
+	var units, windows int
+	require.NoError(t, b.pool.QueryRow(ctx, `
+		SELECT count(*), count(*) FILTER (WHERE kind = 'reconcile_window') FROM river_job
+		WHERE kind IN ('account_run', 'folder_pass', 'reconcile_window') AND state = 'completed'`).Scan(&units, &windows))
+	require.Equal(t, 2, windows)
+	logins := func() int { return strings.Count(b.server.Log(), "Login: user=<"+b.user.Name()+">") }
+	// Dovecot's log process writes a login's line a moment after it.
+	require.Eventually(t, func() bool { return logins() >= units }, dovecot.LogWait, 10*time.Millisecond)
+	require.Equal(t, units, logins(), "one login for each of %d units", units)
 }

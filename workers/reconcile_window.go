@@ -40,7 +40,7 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 	}
 	defer unit.release()
 
-	sess, err := w.deps.openMailbox(ctx, unit.account, unit.binding.Alias)
+	sess, err := w.deps.openReconciliation(ctx, unit.account, unit.binding.Alias)
 	if err != nil {
 		return err
 	}

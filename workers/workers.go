@@ -70,6 +70,11 @@ type Dependencies struct {
 	// OpenSession opens a read-only IMAP session. Default:
 	// imapx.OpenReadSession.
 	OpenSession func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
+	// OpenReconcileSession opens the read-only session of a
+	// reconciliation window, which only examines and reconciles. Default:
+	// imapx.OpenReconcileSession, one connection instead of a read
+	// session's two.
+	OpenReconcileSession func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error)
 	// OpenWriteConnection opens an account's write connection. Default:
 	// imapx.OpenWriteConnection.
 	OpenWriteConnection func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error)
@@ -134,6 +139,11 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	if d.OpenSession == nil {
 		d.OpenSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
 			return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
+		}
+	}
+	if d.OpenReconcileSession == nil {
+		d.OpenReconcileSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+			return imapx.OpenReconcileSession(ctx, ep, imapx.SessionOptions{})
 		}
 	}
 	if d.OpenWriteConnection == nil {

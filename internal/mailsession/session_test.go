@@ -456,6 +456,44 @@ func TestReconcileRecoversBothConnections(t *testing.T) {
 	wiretap.RequireReadOnly(t, b.rec)
 }
 
+// TestReconcileSessionRecoversItsOneConnection: a session of
+// imapx.OpenReconcileSession, cut in the middle of its work, is
+// re-established by the retrieval pipeline on one new connection, where the
+// folder is examined again; the answer is the same, every command was
+// read-only, and the server saw one login per connection.
+func TestReconcileSessionRecoversItsOneConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	uids, _ := b.seed(10, 500)
+	b.user.Expunge("INBOX", imap.UID(uids[2]))
+	p := faultproxy.Start(t, b.srv.Addr())
+	s, err := mailsession.Open(b.ctx, b.registry, "acct", "inbox", b.endpoint(t, p.Addr()),
+		func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+			return imapx.OpenReconcileSession(ctx, ep, imapx.SessionOptions{CommandTimeout: 5 * time.Second})
+		})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	_, err = s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+	before, err := s.Reconcile(b.ctx, uids, 0)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{uids[2]}, before.Vanished)
+
+	p.CutAll()
+	after, err := s.Reconcile(b.ctx, uids, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Recoveries())
+	require.Equal(t, before.Present, after.Present)
+	require.Equal(t, before.Vanished, after.Vanished)
+	require.NoError(t, s.Close())
+	require.Eventually(t, func() bool {
+		return strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">") >= 2
+	}, dovecot.LogWait, 10*time.Millisecond)
+	require.Equal(t, 2, strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">"), "one connection before the cut, one after")
+	b.requireUnseen(t, append(uids[:2:2], uids[3:]...))
+	wiretap.RequireReadOnly(t, b.rec)
+}
+
 // A session that opens only after its establishment attempt was abandoned
 // is closed, not left connected with nobody to use it, and the pipeline's
 // next attempt brings its own.

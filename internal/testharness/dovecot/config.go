@@ -188,6 +188,10 @@ func (p configParams) render() string {
 	if !p.id.root {
 		w("  chroot =")
 	}
+	if p.opts.loginReuse {
+		w("  service_count = 0")
+		w("  process_min_avail = 2")
+	}
 	w("}")
 	if !p.id.root {
 		// Without root there is no chroot and no changing users: every

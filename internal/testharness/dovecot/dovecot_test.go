@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -467,4 +469,68 @@ func TestWithPlaintextAuthAndDebugLog(t *testing.T) {
 	require.True(t, strings.HasPrefix(st, "OK"), st)
 	s.WaitLog("passwd-file(ivy,127.0.0.2", dovecot.LogWait) // an auth_debug line
 	require.Empty(t, u.UIDs("INBOX"))
+}
+
+// loginProcesses returns the ids of the running imap-login processes of s.
+func loginProcesses(t *testing.T, s *dovecot.Server) []int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(s.Dir(), "run", "master.pid"))
+	require.NoError(t, err)
+	master := strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0])
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...
+		open, end := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		fields := strings.Fields(string(stat[end+1:]))
+		if string(stat[open+1:end]) == "imap-login" && len(fields) > 1 && fields[1] == master {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestLoginProcessReuse: by default every connection gets a login process
+// of its own; with WithLoginProcessReuse a few long-lived ones take them
+// all.
+func TestLoginProcessReuse(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		opts    []dovecot.Option
+		atLeast int
+		atMost  int
+	}{
+		// A login process of the default mode stays with its connection,
+		// as its TLS proxy, until the connection ends.
+		"Default": {atLeast: 4, atMost: 4},
+		"Reuse":   {opts: []dovecot.Option{dovecot.WithLoginProcessReuse()}, atLeast: 1, atMost: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := dovecot.Start(t, tc.opts...)
+			u := s.AddUser("alice", "secret")
+			seen := map[int]bool{}
+			for range 4 {
+				c, err := imapclient.DialTLS(s.TLSAddr(), &imapclient.Options{TLSConfig: s.TLSConfig()})
+				require.NoError(t, err)
+				require.NoError(t, c.Login(u.Name(), u.Password()).Wait())
+				for _, pid := range loginProcesses(t, s) {
+					seen[pid] = true
+				}
+				require.NoError(t, c.Logout().Wait())
+				require.NoError(t, c.Close())
+			}
+			require.GreaterOrEqual(t, len(seen), tc.atLeast, "login processes: %v", seen)
+			require.LessOrEqual(t, len(seen), tc.atMost, "login processes: %v", seen)
+		})
+	}
 }
