@@ -116,6 +116,11 @@ type Limits struct {
 	// bounded amount of data however large the batch's messages are.
 	// Default 32 MiB.
 	FetchChunkBytes int64
+	// ReadAheadBytes bounds, by declared size, the content of the next
+	// batch's first messages that is read while a batch commits, so the
+	// link to the server carries mail while the database writes. What is
+	// read ahead is held in memory until its batch starts. Default 8 MiB.
+	ReadAheadBytes int64
 	// Extraction bounds the MIME reader that derives each stored message's
 	// metadata and search document from the payload just fetched.
 	Extraction mimex.Limits
@@ -192,6 +197,7 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 	lim.GroupMessages = cmp.Or(lim.GroupMessages, 64)
 	lim.GroupBytes = cmp.Or(lim.GroupBytes, 16<<20)
 	lim.FetchChunkBytes = cmp.Or(lim.FetchChunkBytes, 32<<20)
+	lim.ReadAheadBytes = cmp.Or(lim.ReadAheadBytes, 8<<20)
 	if lim.BatchSize < 1 || lim.BatchesPerRun < 1 || lim.MaxRawMimeBytes < 1 {
 		return rep, errors.New("forwardpass: limits must be positive")
 	}
@@ -233,20 +239,40 @@ type pass struct {
 	// lastStored is the last UID of the pass's last batch.
 	lastStored uint32
 	rep        *Report
-	// ahead is the next batch's metadata, read while the last batch
-	// committed; nil when it was not read ahead.
-	ahead *aheadMetadata
+	// ahead is the next batch's read ahead, started while the last batch
+	// committed; nil when none was started. While it runs, it alone
+	// drives the session.
+	ahead *readAhead
 }
 
-// aheadMetadata is what a metadata fetch read ahead returned, for the
-// batch that begins at first, before that batch's join.
-type aheadMetadata struct {
+// readAhead is what was read of the batch that begins at first, before
+// that batch's join: its metadata and the content of its first messages.
+// done is closed once the read has ended; until then nothing else may
+// use the session.
+type readAhead struct {
 	first uint32
+	done  chan struct{}
 	meta  []imapx.MessageMetadata
-	err   error
+	// err is the metadata fetch's failure, which is the batch's.
+	err error
+	// bodies are the messages read ahead, in the order the server sent
+	// them, each with a copy of its content. A failed content fetch is
+	// not the batch's failure: what arrived is kept and the batch fetches
+	// the rest itself.
+	bodies []imapx.Body
+}
+
+// wait returns once the read ahead has ended and handed back the session.
+func (r *readAhead) wait() {
+	if r != nil {
+		<-r.done
+	}
 }
 
 func (p *pass) run(ctx context.Context) error {
+	// However the pass ends, the session is handed back only once no read
+	// ahead drives it.
+	defer func() { p.ahead.wait() }()
 	uids, err := p.sess.SearchUIDs(ctx, p.after, p.lim.EarliestDate)
 	if err != nil {
 		return err
@@ -428,11 +454,13 @@ func lastBelow(uids []uint32, limit uint32) uint32 {
 
 func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error {
 	ahead := p.ahead
-	p.ahead = nil
 	if ahead != nil && ahead.first != batch[0] {
 		ahead = nil
 	}
+	// The join runs while the read ahead may still drive the session.
 	batch, err := p.join(ctx, batch)
+	p.ahead.wait()
+	p.ahead = nil
 	if err != nil {
 		return err
 	}
@@ -491,6 +519,16 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 		}
 		return nil
 	}
+	if ahead != nil && len(fetch) > 0 {
+		// What was read ahead is written first; a UID the join carried
+		// or the metadata left out is dropped by store.
+		for _, b := range ahead.bodies {
+			if err := store(b); err != nil {
+				return err
+			}
+		}
+		fetch = slices.DeleteFunc(fetch, func(u uint32) bool { return written[u] })
+	}
 	for len(fetch) > 0 {
 		n, size := 0, int64(0)
 		for n < len(fetch) && (n == 0 || size+byUID[fetch[n]].Size <= p.lim.FetchChunkBytes) {
@@ -517,7 +555,7 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 // metadata returns the metadata of batch's messages by UID, from ahead
 // when the batch's metadata was read ahead (for the batch before its join,
 // so it may name UIDs the join carried; those are left out).
-func (p *pass) metadata(ctx context.Context, batch []uint32, ahead *aheadMetadata) (map[uint32]imapx.MessageMetadata, error) {
+func (p *pass) metadata(ctx context.Context, batch []uint32, ahead *readAhead) (map[uint32]imapx.MessageMetadata, error) {
 	var meta []imapx.MessageMetadata
 	if ahead != nil {
 		if ahead.err != nil {
@@ -545,27 +583,65 @@ func (p *pass) metadata(ctx context.Context, batch []uint32, ahead *aheadMetadat
 }
 
 // commitReadingAhead commits the batch's last group and, when next is not
-// empty, reads next's metadata on the session meanwhile, so the
-// connection to the server does not sit idle while the database commits.
-// The session is still driven by this goroutine alone; the commit runs on
-// another, and nothing of next is written before it returns: the
-// metadata waits in p.ahead for next's batch, which starts only after
-// this one's checkpoint. A failed read ahead is next's failure, returned
-// when next starts; a failed commit is this batch's, and the metadata read
-// ahead is dropped with it. It returns only once the commit has been
-// answered, whatever failed.
+// empty, starts reading next on the session meanwhile — its metadata, then
+// the content of its first messages up to ReadAheadBytes — so the link to
+// the server carries mail while the database commits, and while the
+// checkpoint and next's join are written after it. The read ahead drives
+// the session from its own goroutine until it ends (p.ahead.wait);
+// nothing it reads is written before next's batch starts, which is only
+// after this one's checkpoint, and only what survives next's join and
+// metadata is written. A failed metadata read is next's failure, returned
+// when next starts; a failed commit is this batch's, and whatever was read
+// ahead is dropped with it. Reading content ahead is only reading: it
+// fetches with BODY.PEEK, like every fetch of the pass.
 func (p *pass) commitReadingAhead(ctx context.Context, w *writer, next []uint32) error {
-	if len(next) == 0 {
-		return w.commit(ctx)
+	if len(next) > 0 {
+		r := &readAhead{first: next[0], done: make(chan struct{})}
+		p.ahead = r
+		go func() {
+			defer close(r.done)
+			r.meta, r.err = p.sess.FetchMetadata(ctx, next)
+			if r.err != nil {
+				return
+			}
+			r.bodies = p.readBodiesAhead(ctx, next, r.meta)
+		}()
 	}
-	committed := make(chan error, 1)
-	go func() { committed <- w.commit(ctx) }()
-	meta, err := p.sess.FetchMetadata(ctx, next)
-	if cerr := <-committed; cerr != nil {
-		return cerr
+	return w.commit(ctx)
+}
+
+// readBodiesAhead fetches, in one UID FETCH, the content of next's first
+// messages whose declared sizes fit ReadAheadBytes together, leaving out
+// those over MaxRawMimeBytes, and returns copies of what arrived. It stops
+// at the first message that does not fit: the batch fetches the rest in
+// order. A failure leaves what arrived; the batch fetches the rest.
+func (p *pass) readBodiesAhead(ctx context.Context, next []uint32, meta []imapx.MessageMetadata) []imapx.Body {
+	size := make(map[uint32]int64, len(meta))
+	for _, m := range meta {
+		size[m.UID] = m.Size
 	}
-	p.ahead = &aheadMetadata{first: next[0], meta: meta, err: err}
-	return nil
+	var uids []uint32
+	total := int64(0)
+	for _, u := range next {
+		s, ok := size[u]
+		if !ok || s > p.lim.MaxRawMimeBytes {
+			continue
+		}
+		if total+s > p.lim.ReadAheadBytes {
+			break
+		}
+		total += s
+		uids = append(uids, u)
+	}
+	var bodies []imapx.Body
+	_ = p.sess.FetchBodies(ctx, uids, p.lim.MaxRawMimeBytes, func(b imapx.Body) error {
+		if b.Raw != nil {
+			b.Raw = slices.Clone(b.Raw)
+		}
+		bodies = append(bodies, b)
+		return nil
+	})
+	return bodies
 }
 
 // join joins the batch's UIDs to the placements of MailFathom's own that
@@ -618,6 +694,8 @@ func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID
 		// Content that arrived clears what an earlier pass counted.
 		return mailstore.ForgetWithheld(ctx, p.db, p.binding.ID, p.state.UIDValidity, batch)
 	}
+	// The session is the read ahead's until it ends.
+	p.ahead.wait()
 	still, err := p.sess.ExistingUIDs(ctx, missing)
 	if err != nil {
 		return err
