@@ -9,10 +9,13 @@
 // its envelope subject.
 //
 // It reads the mailbox through a read-only session (EXAMINE and BODY.PEEK
-// only; see imapx) and holds at most one MIME payload in memory at a time:
-// each body is written into an open transaction as soon as it is read, and
+// only; see imapx) and keeps what it holds in memory bounded: each body is
+// written into an open transaction as soon as it is read, and kept only
+// until its write group commits (Limits.GroupMessages, GroupBytes);
 // transactions are committed in groups so a folder of small messages does
-// not pay one fsync per message. A crash between commits loses only
+// not pay one fsync per message. While a batch commits, the next batch's
+// first messages are read ahead (Limits.ReadAheadBytes), so a long link
+// does not idle at every batch. A crash between commits loses only
 // uncommitted writes, which the next pass fetches again; every write is an
 // upsert on the occurrence identity, so nothing is doubled.
 //
