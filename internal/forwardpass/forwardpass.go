@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"time"
 
@@ -119,10 +118,12 @@ type Limits struct {
 	// bounded amount of data however large the batch's messages are.
 	// Default 32 MiB.
 	FetchChunkBytes int64
-	// ReadAheadBytes bounds, by declared size, the content of the next
-	// batch's first messages that is read while a batch commits, so the
-	// link to the server carries mail while the database writes. What is
-	// read ahead is held in memory until its batch starts. Default 8 MiB.
+	// ReadAheadBytes bounds the content read from the server and not yet
+	// written: the session reads a batch's messages on a goroutine of its
+	// own, ahead of the writes, and while a batch commits it already reads
+	// the next batch, so the link to the server carries mail while the
+	// database writes. A message larger than the bound is read alone.
+	// Default 8 MiB.
 	ReadAheadBytes int64
 	// Extraction bounds the MIME reader that derives each stored message's
 	// metadata and search document from the payload just fetched.
@@ -242,40 +243,16 @@ type pass struct {
 	// lastStored is the last UID of the pass's last batch.
 	lastStored uint32
 	rep        *Report
-	// ahead is the next batch's read ahead, started while the last batch
+	// ahead is the next batch's stream, started while the last batch
 	// committed; nil when none was started. While it runs, it alone
 	// drives the session.
-	ahead *readAhead
-}
-
-// readAhead is what was read of the batch that begins at first, before
-// that batch's join: its metadata and the content of its first messages.
-// done is closed once the read has ended; until then nothing else may
-// use the session.
-type readAhead struct {
-	first uint32
-	done  chan struct{}
-	meta  []imapx.MessageMetadata
-	// err is the metadata fetch's failure, which is the batch's.
-	err error
-	// bodies are the messages read ahead, in the order the server sent
-	// them, each with a copy of its content. A failed content fetch is
-	// not the batch's failure: what arrived is kept and the batch fetches
-	// the rest itself.
-	bodies []imapx.Body
-}
-
-// wait returns once the read ahead has ended and handed back the session.
-func (r *readAhead) wait() {
-	if r != nil {
-		<-r.done
-	}
+	ahead *bodyStream
 }
 
 func (p *pass) run(ctx context.Context) error {
-	// However the pass ends, the session is handed back only once no read
-	// ahead drives it.
-	defer func() { p.ahead.wait() }()
+	// However the pass ends, the session is handed back only once no
+	// stream drives it.
+	defer func() { p.ahead.abandon() }()
 	uids, err := p.sess.SearchUIDs(ctx, p.after, p.lim.EarliestDate)
 	if err != nil {
 		return err
@@ -456,23 +433,38 @@ func lastBelow(uids []uint32, limit uint32) uint32 {
 }
 
 func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error {
-	ahead := p.ahead
-	if ahead != nil && ahead.first != batch[0] {
-		ahead = nil
-	}
-	// The join runs while the read ahead may still drive the session.
-	batch, err := p.join(ctx, batch)
-	p.ahead.wait()
+	s := p.ahead
 	p.ahead = nil
+	if s != nil && s.first != batch[0] {
+		s.abandon()
+		s = nil
+	}
+	// The join runs while the stream read ahead may still read.
+	batch, err := p.join(ctx, batch)
+	if err != nil || len(batch) == 0 {
+		s.abandon()
+		return err
+	}
+	if s == nil {
+		s = p.startStream(ctx, batch)
+	}
+	// However the batch ends, its stream has handed the session back.
+	defer s.abandon()
+	meta, err := s.metadata()
 	if err != nil {
 		return err
 	}
-	if len(batch) == 0 {
-		return nil
+	// The stream may have been started before the join, so its metadata
+	// may name UIDs the join carried; those are left out.
+	keep := make(map[uint32]bool, len(batch))
+	for _, u := range batch {
+		keep[u] = true
 	}
-	byUID, err := p.metadata(ctx, batch, ahead)
-	if err != nil {
-		return err
+	byUID := make(map[uint32]imapx.MessageMetadata, len(meta))
+	for _, m := range meta {
+		if keep[m.UID] {
+			byUID[m.UID] = m
+		}
 	}
 	c.vanished = len(batch) - len(byUID)
 
@@ -480,31 +472,23 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 	w.offer = p.lim.Offer
 	defer w.rollback(ctx)
 
-	var fetch []uint32
 	for _, uid := range batch {
-		m, ok := byUID[uid]
-		if !ok {
-			continue // expunged since the search
-		}
-		if m.Size > p.lim.MaxRawMimeBytes {
+		if m, ok := byUID[uid]; ok && m.Size > p.lim.MaxRawMimeBytes {
 			if err := w.write(ctx, p.occurrence(m, nil, mailstore.ExceededSizeLimit)); err != nil {
 				return err
 			}
 			c.oversized++
-			continue
 		}
-		fetch = append(fetch, uid)
 	}
 
-	written := make(map[uint32]bool, len(fetch))
-	var missing []uint32
+	written := make(map[uint32]bool, len(byUID))
 	store := func(b imapx.Body) error {
 		m, ok := byUID[b.UID]
-		if !ok || written[b.UID] {
-			// An answer for a UID this batch did not ask about, or a second
-			// answer for one already written: writing it again on the
-			// other lane would wait on the first write's uncommitted row,
-			// which commits only after both lanes answer.
+		if !ok || written[b.UID] || m.Size > p.lim.MaxRawMimeBytes {
+			// An answer for a UID this batch did not ask about or its join
+			// carried, or a second answer for one already written: writing
+			// it again on the other lane would wait on the first write's
+			// uncommitted row, which commits only after both lanes answer.
 			return nil
 		}
 		written[b.UID] = true
@@ -522,32 +506,22 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 		}
 		return nil
 	}
-	if ahead != nil && len(fetch) > 0 {
-		// What was read ahead is written first; a UID the join carried
-		// or the metadata left out is dropped by store.
-		for _, b := range ahead.bodies {
-			if err := store(b); err != nil {
-				return err
-			}
-		}
-		fetch = slices.DeleteFunc(fetch, func(u uint32) bool { return written[u] })
-	}
-	for len(fetch) > 0 {
-		n, size := 0, int64(0)
-		for n < len(fetch) && (n == 0 || size+byUID[fetch[n]].Size <= p.lim.FetchChunkBytes) {
-			size += byUID[fetch[n]].Size
-			n++
-		}
-		if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, store); err != nil {
+	for b := range s.bodies {
+		err := store(b)
+		s.release(b)
+		if err != nil {
 			return err
 		}
-		// A requested body that never arrived is not a stored message.
-		for _, u := range fetch[:n] {
-			if !written[u] {
-				missing = append(missing, u)
-			}
+	}
+	if s.err != nil {
+		return s.err
+	}
+	// A requested body that never arrived is not a stored message.
+	var missing []uint32
+	for _, u := range s.requested {
+		if _, ok := byUID[u]; ok && !written[u] {
+			missing = append(missing, u)
 		}
-		fetch = fetch[n:]
 	}
 	if err := p.commitReadingAhead(ctx, w, next); err != nil {
 		return err
@@ -555,96 +529,20 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 	return p.settleMissing(ctx, batch, missing, byUID, c)
 }
 
-// metadata returns the metadata of batch's messages by UID, from ahead
-// when the batch's metadata was read ahead (for the batch before its join,
-// so it may name UIDs the join carried; those are left out).
-func (p *pass) metadata(ctx context.Context, batch []uint32, ahead *readAhead) (map[uint32]imapx.MessageMetadata, error) {
-	var meta []imapx.MessageMetadata
-	if ahead != nil {
-		if ahead.err != nil {
-			return nil, ahead.err
-		}
-		meta = ahead.meta
-	} else {
-		var err error
-		if meta, err = p.sess.FetchMetadata(ctx, batch); err != nil {
-			return nil, err
-		}
-	}
-	byUID := make(map[uint32]imapx.MessageMetadata, len(meta))
-	for _, m := range meta {
-		byUID[m.UID] = m
-	}
-	if ahead != nil && len(byUID) > 0 {
-		keep := make(map[uint32]bool, len(batch))
-		for _, u := range batch {
-			keep[u] = true
-		}
-		maps.DeleteFunc(byUID, func(u uint32, _ imapx.MessageMetadata) bool { return !keep[u] })
-	}
-	return byUID, nil
-}
-
 // commitReadingAhead commits the batch's last group and, when next is not
-// empty, starts reading next on the session meanwhile — its metadata, then
-// the content of its first messages up to ReadAheadBytes — so the link to
-// the server carries mail while the database commits, and while the
-// checkpoint and next's join are written after it. The read ahead drives
-// the session from its own goroutine until it ends (p.ahead.wait);
-// nothing it reads is written before next's batch starts, which is only
-// after this one's checkpoint, and only what survives next's join and
-// metadata is written. A failed metadata read is next's failure, returned
-// when next starts; a failed commit is this batch's, and whatever was read
-// ahead is dropped with it. Reading content ahead is only reading: it
-// fetches with BODY.PEEK, like every fetch of the pass.
+// empty, starts next's stream meanwhile (bodyStream), so the link to the
+// server carries mail while the database commits, and while the
+// checkpoint and next's join are written after it. Nothing the stream
+// reads is written before next's batch starts, which is only after this
+// one's checkpoint, and only what survives next's join and metadata is
+// written. A failed metadata read is next's failure, returned when next
+// starts; a failed commit is this batch's, and the stream is abandoned
+// when the pass ends.
 func (p *pass) commitReadingAhead(ctx context.Context, w *writer, next []uint32) error {
 	if len(next) > 0 {
-		r := &readAhead{first: next[0], done: make(chan struct{})}
-		p.ahead = r
-		go func() {
-			defer close(r.done)
-			r.meta, r.err = p.sess.FetchMetadata(ctx, next)
-			if r.err != nil {
-				return
-			}
-			r.bodies = p.readBodiesAhead(ctx, next, r.meta)
-		}()
+		p.ahead = p.startStream(ctx, next)
 	}
 	return w.commit(ctx)
-}
-
-// readBodiesAhead fetches, in one UID FETCH, the content of next's first
-// messages whose declared sizes fit ReadAheadBytes together, leaving out
-// those over MaxRawMimeBytes, and returns copies of what arrived. It stops
-// at the first message that does not fit: the batch fetches the rest in
-// order. A failure leaves what arrived; the batch fetches the rest.
-func (p *pass) readBodiesAhead(ctx context.Context, next []uint32, meta []imapx.MessageMetadata) []imapx.Body {
-	size := make(map[uint32]int64, len(meta))
-	for _, m := range meta {
-		size[m.UID] = m.Size
-	}
-	var uids []uint32
-	total := int64(0)
-	for _, u := range next {
-		s, ok := size[u]
-		if !ok || s > p.lim.MaxRawMimeBytes {
-			continue
-		}
-		if total+s > p.lim.ReadAheadBytes {
-			break
-		}
-		total += s
-		uids = append(uids, u)
-	}
-	var bodies []imapx.Body
-	_ = p.sess.FetchBodies(ctx, uids, p.lim.MaxRawMimeBytes, func(b imapx.Body) error {
-		if b.Raw != nil {
-			b.Raw = slices.Clone(b.Raw)
-		}
-		bodies = append(bodies, b)
-		return nil
-	})
-	return bodies
 }
 
 // join joins the batch's UIDs to the placements of MailFathom's own that
@@ -697,8 +595,10 @@ func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID
 		// Content that arrived clears what an earlier pass counted.
 		return mailstore.ForgetWithheld(ctx, p.db, p.binding.ID, p.state.UIDValidity, batch)
 	}
-	// The session is the read ahead's until it ends.
-	p.ahead.wait()
+	// The session is the next batch's stream's until it ends: it is
+	// abandoned, and the next batch starts its own.
+	p.ahead.abandon()
+	p.ahead = nil
 	still, err := p.sess.ExistingUIDs(ctx, missing)
 	if err != nil {
 		return err

@@ -118,9 +118,8 @@ func TestForwardPassReportsAFailedReadAheadAfterTheBatchCommits(t *testing.T) {
 	require.Equal(t, uint32(5), cp.LastSeenUID)
 }
 
-// The content of the next batch's first messages is read while a batch
-// commits, as much as ReadAheadBytes allows by declared size, and the
-// next batch writes it without fetching it again. The commit's offer
+// The next batch's messages are read while a batch commits, and the next
+// batch writes what was read without fetching it again. The commit's offer
 // waits until that read has started, so a pass that did not overlap them
 // fails.
 func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
@@ -128,7 +127,6 @@ func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
 	ctx, b := setup(t)
 	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, bodiesAsked: make(chan uint32, 4)}
 	lim := readAheadLimits
-	lim.ReadAheadBytes = 250 // two messages of 100 bytes
 	waited := false
 	lim.Offer = func(ctx context.Context, _ pgx.Tx, _ []uuid.UUID) error {
 		if waited {
@@ -150,11 +148,11 @@ func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 10, rep.Stored)
 	require.Equal(t, uint32(10), rep.CheckpointUID)
-	require.Equal(t, [][]uint32{{1, 2, 3, 4, 5}, {6, 7}, {8, 9, 10}}, sess.bodies, "what was read ahead is not fetched again")
+	require.Equal(t, [][]uint32{{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}}, sess.bodies, "what was read ahead is not fetched again")
 	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
 	require.NoError(t, err)
 	require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, uids)
-	for _, u := range []uint32{6, 7} {
+	for _, u := range uids {
 		var raw string
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT convert_from(c.raw_mime, 'UTF8') FROM stored_emails e
 			JOIN email_message_contents c ON c.stored_email_id = e.id WHERE e.mail_folder_id = $1 AND e.uid = $2`, b.binding.ID, u).Scan(&raw))
@@ -162,19 +160,35 @@ func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
 	}
 }
 
-// A content read ahead that fails part-way is not the next batch's
-// failure: what arrived is written, and the batch fetches the rest itself.
-func TestForwardPassFetchesWhatAFailedReadAheadMissed(t *testing.T) {
+// However small ReadAheadBytes is, every message passes: one larger than
+// the bound is read alone.
+func TestForwardPassReadsPastABoundSmallerThanAMessage(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, failBodiesAt: 6}
+	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}}
 	lim := readAheadLimits
-	lim.ReadAheadBytes = 250
+	lim.ReadAheadBytes = 1
 	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.Equal(t, 10, rep.Stored)
-	require.Equal(t, [][]uint32{{1, 2, 3, 4, 5}, {6, 7}, {7, 8, 9, 10}}, sess.bodies)
 	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
 	require.NoError(t, err)
 	require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, uids)
+}
+
+// A body fetch that fails part-way is its batch's failure, whether it
+// began while the batch before committed or not: nothing of the batch is
+// stored, and the batch before keeps its checkpoint.
+func TestForwardPassFailsTheBatchWhoseReadFailed(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, failBodiesAt: 6}
+	rep, err := Run(ctx, b.conn, sess, b.binding, readAheadLimits, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var transport *imapx.TransportError
+	require.ErrorAs(t, err, &transport)
+	require.Equal(t, 5, rep.Stored)
+	require.Equal(t, uint32(5), rep.CheckpointUID)
+	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{1, 2, 3, 4, 5}, uids)
 }
