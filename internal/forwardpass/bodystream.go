@@ -18,7 +18,7 @@ var errStreamAbandoned = errors.New("forwardpass: the batch stopped reading its 
 // of its own — the metadata first, then the content of every message not
 // over MaxRawMimeBytes by declared size, in chunks of FetchChunkBytes —
 // and hands each body over on bodies, as a copy, while the batch writes
-// the ones before. What was read and not yet taken is bounded by
+// the ones before; then it reads the following batch's metadata. What was read and not yet taken is bounded by
 // ReadAheadBytes: at the bound the stream stops reading and the server's
 // data waits in the connection. So the link keeps carrying mail while the
 // database writes, and while a batch commits the next batch's stream
@@ -43,6 +43,14 @@ type bodyStream struct {
 	bodies    chan imapx.Body
 	requested []uint32
 	err       error
+	// following is the batch after this one. Once its own bodies are read,
+	// the stream reads following's metadata (followingRead, followingMeta,
+	// followingErr, set when done is closed), so following's stream can
+	// ask for content at once.
+	following     []uint32
+	followingRead bool
+	followingMeta []imapx.MessageMetadata
+	followingErr  error
 
 	budget *semaphore.Weighted
 	limit  int64
@@ -53,13 +61,17 @@ type bodyStream struct {
 	done chan struct{}
 }
 
-// startStream starts reading uids, which must not be empty.
-func (p *pass) startStream(ctx context.Context, uids []uint32) *bodyStream {
+// startStream starts reading uids, which must not be empty, and then
+// following's metadata. from, when not nil, is the stream before, whose
+// end the new one waits for before it touches the session, and whose
+// reading of following's metadata it takes when that was uids'.
+func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *bodyStream) *bodyStream {
 	quit, stop := context.WithCancel(ctx)
 	s := &bodyStream{
 		first:     uids[0],
 		metaReady: make(chan struct{}),
 		bodies:    make(chan imapx.Body, 16),
+		following: following,
 		budget:    semaphore.NewWeighted(p.lim.ReadAheadBytes),
 		limit:     p.lim.ReadAheadBytes,
 		quit:      quit,
@@ -68,37 +80,59 @@ func (p *pass) startStream(ctx context.Context, uids []uint32) *bodyStream {
 	}
 	go func() {
 		defer close(s.done)
-		defer close(s.bodies)
-		s.meta, s.metaErr = p.sess.FetchMetadata(ctx, uids)
-		close(s.metaReady)
-		if s.metaErr != nil {
-			return
+		if from != nil {
+			<-from.done
 		}
-		size := make(map[uint32]int64, len(s.meta))
-		for _, m := range s.meta {
-			size[m.UID] = m.Size
-		}
-		fetch := make([]uint32, 0, len(uids))
-		for _, u := range uids {
-			if sz, ok := size[u]; ok && sz <= p.lim.MaxRawMimeBytes {
-				fetch = append(fetch, u)
-			}
-		}
-		s.requested = slices.Clone(fetch)
-		for len(fetch) > 0 {
-			n, total := 0, int64(0)
-			for n < len(fetch) && (n == 0 || total+size[fetch[n]] <= p.lim.FetchChunkBytes) {
-				total += size[fetch[n]]
-				n++
-			}
-			if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, s.put); err != nil {
-				s.err = err
-				return
-			}
-			fetch = fetch[n:]
+		s.read(ctx, p, uids, from)
+		if s.metaErr == nil && s.err == nil && len(following) > 0 && quit.Err() == nil {
+			s.followingMeta, s.followingErr = p.sess.FetchMetadata(ctx, following)
+			s.followingRead = true
 		}
 	}()
 	return s
+}
+
+// read reads uids' metadata (or takes it from from) and content, and
+// closes bodies.
+func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bodyStream) {
+	defer close(s.bodies)
+	if from != nil && from.followingRead && len(from.following) > 0 && from.following[0] == uids[0] {
+		s.meta, s.metaErr = from.followingMeta, from.followingErr
+	} else {
+		s.meta, s.metaErr = p.sess.FetchMetadata(ctx, uids)
+	}
+	close(s.metaReady)
+	if s.metaErr != nil {
+		return
+	}
+	size := make(map[uint32]int64, len(s.meta))
+	for _, m := range s.meta {
+		size[m.UID] = m.Size
+	}
+	fetch := make([]uint32, 0, len(uids))
+	for _, u := range uids {
+		if sz, ok := size[u]; ok && sz <= p.lim.MaxRawMimeBytes {
+			fetch = append(fetch, u)
+		}
+	}
+	s.requested = slices.Clone(fetch)
+	for len(fetch) > 0 {
+		if s.quit.Err() != nil {
+			// Abandoned: nothing more is asked for.
+			s.err = errStreamAbandoned
+			return
+		}
+		n, total := 0, int64(0)
+		for n < len(fetch) && (n == 0 || total+size[fetch[n]] <= p.lim.FetchChunkBytes) {
+			total += size[fetch[n]]
+			n++
+		}
+		if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, s.put); err != nil {
+			s.err = err
+			return
+		}
+		fetch = fetch[n:]
+	}
 }
 
 // put hands one body over, waiting while ReadAheadBytes are taken up.

@@ -269,11 +269,16 @@ func (p *pass) run(ctx context.Context) error {
 	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun && !p.stopping() {
 		n := min(len(uids), p.lim.BatchSize)
 		batch := uids[:n]
-		var following []uint32
+		// following and after are the batches this pass stores next, read
+		// ahead while this one is stored.
+		var following, after []uint32
 		if p.rep.Batches+1 < p.lim.BatchesPerRun {
 			following = uids[n:min(len(uids), n+p.lim.BatchSize)]
 		}
-		if err := p.storeBatch(ctx, batch, following); err != nil {
+		if p.rep.Batches+2 < p.lim.BatchesPerRun {
+			after = uids[min(len(uids), n+p.lim.BatchSize):min(len(uids), n+2*p.lim.BatchSize)]
+		}
+		if err := p.storeBatch(ctx, batch, following, after); err != nil {
 			var withheld *withheldError
 			if errors.As(err, &withheld) {
 				// Everything of the batch below the first withheld
@@ -385,12 +390,12 @@ func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Contex
 	return nil
 }
 
-// storeBatch stores one batch and adds its counts to the report. next,
-// when not empty, is the batch that follows it in this pass: its metadata
-// is read while this one commits.
-func (p *pass) storeBatch(ctx context.Context, batch, next []uint32) error {
+// storeBatch stores one batch and adds its counts to the report. next and
+// after, when not empty, are the batches that follow it in this pass: they
+// are read ahead while this one is stored (bodyStream).
+func (p *pass) storeBatch(ctx context.Context, batch, next, after []uint32) error {
 	var c counts
-	err := p.batch(ctx, batch, next, &c)
+	err := p.batch(ctx, batch, next, after, &c)
 	var withheld *withheldError
 	if err != nil && !errors.As(err, &withheld) {
 		return err
@@ -432,7 +437,7 @@ func lastBelow(uids []uint32, limit uint32) uint32 {
 	return last
 }
 
-func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error {
+func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts) error {
 	s := p.ahead
 	p.ahead = nil
 	if s != nil && s.first != batch[0] {
@@ -446,7 +451,7 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 		return err
 	}
 	if s == nil {
-		s = p.startStream(ctx, batch)
+		s = p.startStream(ctx, batch, next, nil)
 	}
 	// However the batch ends, its stream has handed the session back.
 	defer s.abandon()
@@ -523,24 +528,24 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 			missing = append(missing, u)
 		}
 	}
-	if err := p.commitReadingAhead(ctx, w, next); err != nil {
+	if err := p.commitReadingAhead(ctx, w, s, next, after); err != nil {
 		return err
 	}
 	return p.settleMissing(ctx, batch, missing, byUID, c)
 }
 
 // commitReadingAhead commits the batch's last group and, when next is not
-// empty, starts next's stream meanwhile (bodyStream), so the link to the
-// server carries mail while the database commits, and while the
-// checkpoint and next's join are written after it. Nothing the stream
+// empty, starts next's stream meanwhile, after s (the batch's own), so the
+// link to the server carries mail while the database commits, and while
+// the checkpoint and next's join are written after it. Nothing the stream
 // reads is written before next's batch starts, which is only after this
 // one's checkpoint, and only what survives next's join and metadata is
 // written. A failed metadata read is next's failure, returned when next
 // starts; a failed commit is this batch's, and the stream is abandoned
 // when the pass ends.
-func (p *pass) commitReadingAhead(ctx context.Context, w *writer, next []uint32) error {
+func (p *pass) commitReadingAhead(ctx context.Context, w *writer, s *bodyStream, next, after []uint32) error {
 	if len(next) > 0 {
-		p.ahead = p.startStream(ctx, next)
+		p.ahead = p.startStream(ctx, next, after, s)
 	}
 	return w.commit(ctx)
 }
