@@ -165,6 +165,9 @@ func BenchmarkFirstSync(b *testing.B) {
 	// Default synchronization settings, but for a short interval.
 	bundle.env["MAILFATHOM_SYNC_INTERVAL"] = "10s"
 	bundle.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "10s"
+	if os.Getenv("MAILFATHOM_BENCH_KEEPLOG") != "" {
+		bundle.env["MAILFATHOM_LOG_LEVEL"] = "debug"
+	}
 	binary(b) // built before the clock starts
 
 	var total, plain benchRun
@@ -356,6 +359,9 @@ func runFirstSync(b *testing.B, bundle *testBundle, name string, n int, meter *c
 	r.cpu, err = meter.read(p.pid())
 	require.NoError(b, err)
 	p.stop(b)
+	if d := os.Getenv("MAILFATHOM_BENCH_KEEPLOG"); d != "" {
+		_ = os.WriteFile(filepath.Join(d, name+fmt.Sprint(time.Now().UnixNano())+".log"), []byte(p.rawLog()), 0o644)
+	}
 
 	for _, l := range p.logLines() {
 		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"]))

@@ -9,10 +9,13 @@
 // its envelope subject.
 //
 // It reads the mailbox through a read-only session (EXAMINE and BODY.PEEK
-// only; see imapx) and holds at most one MIME payload in memory at a time:
-// each body is written into an open transaction as soon as it is read, and
+// only; see imapx) and keeps what it holds in memory bounded: each body is
+// written into an open transaction as soon as it is read, and kept only
+// until its write group commits (Limits.GroupMessages, GroupBytes);
 // transactions are committed in groups so a folder of small messages does
-// not pay one fsync per message. A crash between commits loses only
+// not pay one fsync per message. While a batch commits, the next batch's
+// first messages are read ahead (Limits.ReadAheadBytes), so a long link
+// does not idle at every batch. A crash between commits loses only
 // uncommitted writes, which the next pass fetches again; every write is an
 // upsert on the occurrence identity, so nothing is doubled.
 //
@@ -26,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"time"
 
@@ -116,6 +118,13 @@ type Limits struct {
 	// bounded amount of data however large the batch's messages are.
 	// Default 32 MiB.
 	FetchChunkBytes int64
+	// ReadAheadBytes bounds the content read from the server and not yet
+	// written: the session reads a batch's messages on a goroutine of its
+	// own, ahead of the writes, and while a batch commits it already reads
+	// the next batch, so the link to the server carries mail while the
+	// database writes. A message larger than the bound is read alone.
+	// Default 8 MiB.
+	ReadAheadBytes int64
 	// Extraction bounds the MIME reader that derives each stored message's
 	// metadata and search document from the payload just fetched.
 	Extraction mimex.Limits
@@ -192,6 +201,7 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 	lim.GroupMessages = cmp.Or(lim.GroupMessages, 64)
 	lim.GroupBytes = cmp.Or(lim.GroupBytes, 16<<20)
 	lim.FetchChunkBytes = cmp.Or(lim.FetchChunkBytes, 32<<20)
+	lim.ReadAheadBytes = cmp.Or(lim.ReadAheadBytes, 8<<20)
 	if lim.BatchSize < 1 || lim.BatchesPerRun < 1 || lim.MaxRawMimeBytes < 1 {
 		return rep, errors.New("forwardpass: limits must be positive")
 	}
@@ -233,20 +243,16 @@ type pass struct {
 	// lastStored is the last UID of the pass's last batch.
 	lastStored uint32
 	rep        *Report
-	// ahead is the next batch's metadata, read while the last batch
-	// committed; nil when it was not read ahead.
-	ahead *aheadMetadata
-}
-
-// aheadMetadata is what a metadata fetch read ahead returned, for the
-// batch that begins at first, before that batch's join.
-type aheadMetadata struct {
-	first uint32
-	meta  []imapx.MessageMetadata
-	err   error
+	// ahead is the next batch's stream, started while the last batch
+	// committed; nil when none was started. While it runs, it alone
+	// drives the session.
+	ahead *bodyStream
 }
 
 func (p *pass) run(ctx context.Context) error {
+	// However the pass ends, the session is handed back only once no
+	// stream drives it.
+	defer func() { p.ahead.abandon() }()
 	uids, err := p.sess.SearchUIDs(ctx, p.after, p.lim.EarliestDate)
 	if err != nil {
 		return err
@@ -263,11 +269,16 @@ func (p *pass) run(ctx context.Context) error {
 	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun && !p.stopping() {
 		n := min(len(uids), p.lim.BatchSize)
 		batch := uids[:n]
-		var following []uint32
+		// following and after are the batches this pass stores next, read
+		// ahead while this one is stored.
+		var following, after []uint32
 		if p.rep.Batches+1 < p.lim.BatchesPerRun {
 			following = uids[n:min(len(uids), n+p.lim.BatchSize)]
 		}
-		if err := p.storeBatch(ctx, batch, following); err != nil {
+		if p.rep.Batches+2 < p.lim.BatchesPerRun {
+			after = uids[min(len(uids), n+p.lim.BatchSize):min(len(uids), n+2*p.lim.BatchSize)]
+		}
+		if err := p.storeBatch(ctx, batch, following, after); err != nil {
 			var withheld *withheldError
 			if errors.As(err, &withheld) {
 				// Everything of the batch below the first withheld
@@ -379,12 +390,12 @@ func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Contex
 	return nil
 }
 
-// storeBatch stores one batch and adds its counts to the report. next,
-// when not empty, is the batch that follows it in this pass: its metadata
-// is read while this one commits.
-func (p *pass) storeBatch(ctx context.Context, batch, next []uint32) error {
+// storeBatch stores one batch and adds its counts to the report. next and
+// after, when not empty, are the batches that follow it in this pass: they
+// are read ahead while this one is stored (bodyStream).
+func (p *pass) storeBatch(ctx context.Context, batch, next, after []uint32) error {
 	var c counts
-	err := p.batch(ctx, batch, next, &c)
+	err := p.batch(ctx, batch, next, after, &c)
 	var withheld *withheldError
 	if err != nil && !errors.As(err, &withheld) {
 		return err
@@ -426,22 +437,39 @@ func lastBelow(uids []uint32, limit uint32) uint32 {
 	return last
 }
 
-func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error {
-	ahead := p.ahead
+func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts) error {
+	s := p.ahead
 	p.ahead = nil
-	if ahead != nil && ahead.first != batch[0] {
-		ahead = nil
+	if s != nil && s.first != batch[0] {
+		s.abandon()
+		s = nil
 	}
+	// The join runs while the stream read ahead may still read.
 	batch, err := p.join(ctx, batch)
+	if err != nil || len(batch) == 0 {
+		s.abandon()
+		return err
+	}
+	if s == nil {
+		s = p.startStream(ctx, batch, next, nil)
+	}
+	// However the batch ends, its stream has handed the session back.
+	defer s.abandon()
+	meta, err := s.metadata()
 	if err != nil {
 		return err
 	}
-	if len(batch) == 0 {
-		return nil
+	// The stream may have been started before the join, so its metadata
+	// may name UIDs the join carried; those are left out.
+	keep := make(map[uint32]bool, len(batch))
+	for _, u := range batch {
+		keep[u] = true
 	}
-	byUID, err := p.metadata(ctx, batch, ahead)
-	if err != nil {
-		return err
+	byUID := make(map[uint32]imapx.MessageMetadata, len(meta))
+	for _, m := range meta {
+		if keep[m.UID] {
+			byUID[m.UID] = m
+		}
 	}
 	c.vanished = len(batch) - len(byUID)
 
@@ -449,31 +477,23 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 	w.offer = p.lim.Offer
 	defer w.rollback(ctx)
 
-	var fetch []uint32
 	for _, uid := range batch {
-		m, ok := byUID[uid]
-		if !ok {
-			continue // expunged since the search
-		}
-		if m.Size > p.lim.MaxRawMimeBytes {
+		if m, ok := byUID[uid]; ok && m.Size > p.lim.MaxRawMimeBytes {
 			if err := w.write(ctx, p.occurrence(m, nil, mailstore.ExceededSizeLimit)); err != nil {
 				return err
 			}
 			c.oversized++
-			continue
 		}
-		fetch = append(fetch, uid)
 	}
 
-	written := make(map[uint32]bool, len(fetch))
-	var missing []uint32
+	written := make(map[uint32]bool, len(byUID))
 	store := func(b imapx.Body) error {
 		m, ok := byUID[b.UID]
-		if !ok || written[b.UID] {
-			// An answer for a UID this batch did not ask about, or a second
-			// answer for one already written: writing it again on the
-			// other lane would wait on the first write's uncommitted row,
-			// which commits only after both lanes answer.
+		if !ok || written[b.UID] || m.Size > p.lim.MaxRawMimeBytes {
+			// An answer for a UID this batch did not ask about or its join
+			// carried, or a second answer for one already written: writing
+			// it again on the other lane would wait on the first write's
+			// uncommitted row, which commits only after both lanes answer.
 			return nil
 		}
 		written[b.UID] = true
@@ -491,81 +511,43 @@ func (p *pass) batch(ctx context.Context, batch, next []uint32, c *counts) error
 		}
 		return nil
 	}
-	for len(fetch) > 0 {
-		n, size := 0, int64(0)
-		for n < len(fetch) && (n == 0 || size+byUID[fetch[n]].Size <= p.lim.FetchChunkBytes) {
-			size += byUID[fetch[n]].Size
-			n++
-		}
-		if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, store); err != nil {
+	for b := range s.bodies {
+		err := store(b)
+		s.release(b)
+		if err != nil {
 			return err
 		}
-		// A requested body that never arrived is not a stored message.
-		for _, u := range fetch[:n] {
-			if !written[u] {
-				missing = append(missing, u)
-			}
-		}
-		fetch = fetch[n:]
 	}
-	if err := p.commitReadingAhead(ctx, w, next); err != nil {
+	if s.err != nil {
+		return s.err
+	}
+	// A requested body that never arrived is not a stored message.
+	var missing []uint32
+	for _, u := range s.requested {
+		if _, ok := byUID[u]; ok && !written[u] {
+			missing = append(missing, u)
+		}
+	}
+	if err := p.commitReadingAhead(ctx, w, s, next, after); err != nil {
 		return err
 	}
 	return p.settleMissing(ctx, batch, missing, byUID, c)
 }
 
-// metadata returns the metadata of batch's messages by UID, from ahead
-// when the batch's metadata was read ahead (for the batch before its join,
-// so it may name UIDs the join carried; those are left out).
-func (p *pass) metadata(ctx context.Context, batch []uint32, ahead *aheadMetadata) (map[uint32]imapx.MessageMetadata, error) {
-	var meta []imapx.MessageMetadata
-	if ahead != nil {
-		if ahead.err != nil {
-			return nil, ahead.err
-		}
-		meta = ahead.meta
-	} else {
-		var err error
-		if meta, err = p.sess.FetchMetadata(ctx, batch); err != nil {
-			return nil, err
-		}
-	}
-	byUID := make(map[uint32]imapx.MessageMetadata, len(meta))
-	for _, m := range meta {
-		byUID[m.UID] = m
-	}
-	if ahead != nil && len(byUID) > 0 {
-		keep := make(map[uint32]bool, len(batch))
-		for _, u := range batch {
-			keep[u] = true
-		}
-		maps.DeleteFunc(byUID, func(u uint32, _ imapx.MessageMetadata) bool { return !keep[u] })
-	}
-	return byUID, nil
-}
-
 // commitReadingAhead commits the batch's last group and, when next is not
-// empty, reads next's metadata on the session meanwhile, so the
-// connection to the server does not sit idle while the database commits.
-// The session is still driven by this goroutine alone; the commit runs on
-// another, and nothing of next is written before it returns: the
-// metadata waits in p.ahead for next's batch, which starts only after
-// this one's checkpoint. A failed read ahead is next's failure, returned
-// when next starts; a failed commit is this batch's, and the metadata read
-// ahead is dropped with it. It returns only once the commit has been
-// answered, whatever failed.
-func (p *pass) commitReadingAhead(ctx context.Context, w *writer, next []uint32) error {
-	if len(next) == 0 {
-		return w.commit(ctx)
+// empty, starts next's stream meanwhile, after s (the batch's own), so the
+// link to the server carries mail while the database commits, and while
+// the checkpoint and next's join are written after it. Nothing the stream
+// reads is written before next's batch starts, which is only after this
+// one's checkpoint, and only what survives next's join and metadata is
+// written. A failed metadata read is next's failure, returned when next
+// starts; a failed commit is this batch's, and the stream is abandoned
+// when the pass ends.
+func (p *pass) commitReadingAhead(ctx context.Context, w *writer, s *bodyStream, next, after []uint32) error {
+	if len(next) > 0 {
+		p.ahead = p.startStream(ctx, next, after, s)
 	}
-	committed := make(chan error, 1)
-	go func() { committed <- w.commit(ctx) }()
-	meta, err := p.sess.FetchMetadata(ctx, next)
-	if cerr := <-committed; cerr != nil {
-		return cerr
-	}
-	p.ahead = &aheadMetadata{first: next[0], meta: meta, err: err}
-	return nil
+	return w.commit(ctx)
 }
 
 // join joins the batch's UIDs to the placements of MailFathom's own that
@@ -618,6 +600,10 @@ func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID
 		// Content that arrived clears what an earlier pass counted.
 		return mailstore.ForgetWithheld(ctx, p.db, p.binding.ID, p.state.UIDValidity, batch)
 	}
+	// The session is the next batch's stream's until it ends: it is
+	// abandoned, and the next batch starts its own.
+	p.ahead.abandon()
+	p.ahead = nil
 	still, err := p.sess.ExistingUIDs(ctx, missing)
 	if err != nil {
 		return err

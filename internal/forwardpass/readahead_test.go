@@ -3,6 +3,7 @@ package forwardpass
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -18,14 +19,18 @@ import (
 )
 
 // readAheadSession serves UIDs 1..n; it reports each metadata fetch's first
-// UID on asked, fails the one that starts at failAt, and records which
-// bodies were asked for. The session is scripted because what is decided
-// is the pass's ordering of its own calls.
+// UID on asked and each body fetch's first UID on bodiesAsked, fails the
+// metadata fetch that starts at failAt and, after its first message, the
+// body fetch that starts at failBodiesAt, and records each body fetch's
+// UIDs. The session is scripted because what is decided is the pass's
+// ordering of its own calls.
 type readAheadSession struct {
 	answerTwiceSession
-	asked  chan uint32
-	failAt uint32
-	bodies []uint32
+	asked        chan uint32
+	bodiesAsked  chan uint32
+	failAt       uint32
+	failBodiesAt uint32
+	bodies       [][]uint32
 }
 
 func (s *readAheadSession) FetchMetadata(ctx context.Context, uids []uint32) ([]imapx.MessageMetadata, error) {
@@ -40,7 +45,17 @@ func (s *readAheadSession) FetchMetadata(ctx context.Context, uids []uint32) ([]
 }
 
 func (s *readAheadSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error {
-	s.bodies = append(s.bodies, uids...)
+	s.bodies = append(s.bodies, uids)
+	select {
+	case s.bodiesAsked <- uids[0]:
+	default:
+	}
+	if uids[0] == s.failBodiesAt {
+		if err := s.answerTwiceSession.FetchBodies(ctx, uids[:1], maxBytes, fn); err != nil {
+			return err
+		}
+		return &imapx.TransportError{Op: "UID FETCH", Err: io.ErrUnexpectedEOF}
+	}
 	return s.answerTwiceSession.FetchBodies(ctx, uids, maxBytes, fn)
 }
 
@@ -51,7 +66,7 @@ var readAheadLimits = Limits{
 
 // The next batch's metadata is read while a batch commits. When that
 // commit fails, the pass ends with the commit's error and nothing of the
-// next batch is fetched or stored: the metadata read ahead is dropped.
+// next batch is stored: what was read ahead is dropped.
 // The commit fails in its offer, which waits until the read ahead has
 // asked for the next batch, so a pass that did not overlap them fails
 // with another error.
@@ -77,7 +92,7 @@ func TestForwardPassReadsMetadataAheadButWritesNothingPastAFailedCommit(t *testi
 	require.ErrorIs(t, err, refused)
 	require.Zero(t, rep.Stored)
 	require.Zero(t, rep.Batches)
-	require.Equal(t, []uint32{1, 2, 3, 4, 5}, sess.bodies, "no body of the next batch is fetched")
+	require.Equal(t, []uint32{1, 2, 3, 4, 5}, sess.bodies[0])
 	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
 	require.NoError(t, err)
 	require.Empty(t, uids)
@@ -97,8 +112,83 @@ func TestForwardPassReportsAFailedReadAheadAfterTheBatchCommits(t *testing.T) {
 	require.Equal(t, 5, rep.Stored)
 	require.Equal(t, 1, rep.Batches)
 	require.Equal(t, uint32(5), rep.CheckpointUID)
-	require.Equal(t, []uint32{1, 2, 3, 4, 5}, sess.bodies)
+	require.Equal(t, [][]uint32{{1, 2, 3, 4, 5}}, sess.bodies, "no content is read ahead without metadata")
 	cp, _, err := mailstore.ReadCheckpoint(ctx, b.pool, b.binding.ID)
 	require.NoError(t, err)
 	require.Equal(t, uint32(5), cp.LastSeenUID)
+}
+
+// The next batch's messages are read while a batch commits, and the next
+// batch writes what was read without fetching it again. The commit's offer
+// waits until that read has started, so a pass that did not overlap them
+// fails.
+func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, bodiesAsked: make(chan uint32, 4)}
+	lim := readAheadLimits
+	waited := false
+	lim.Offer = func(ctx context.Context, _ pgx.Tx, _ []uuid.UUID) error {
+		if waited {
+			return nil
+		}
+		waited = true
+		for {
+			select {
+			case first := <-sess.bodiesAsked:
+				if first == 6 {
+					return nil
+				}
+			case <-time.After(5 * time.Second):
+				return errors.New("the next batch's content was not read while the batch committed")
+			}
+		}
+	}
+	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.Equal(t, 10, rep.Stored)
+	require.Equal(t, uint32(10), rep.CheckpointUID)
+	require.Equal(t, [][]uint32{{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}}, sess.bodies, "what was read ahead is not fetched again")
+	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, uids)
+	for _, u := range uids {
+		var raw string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT convert_from(c.raw_mime, 'UTF8') FROM stored_emails e
+			JOIN email_message_contents c ON c.stored_email_id = e.id WHERE e.mail_folder_id = $1 AND e.uid = $2`, b.binding.ID, u).Scan(&raw))
+		require.Equal(t, fmt.Sprintf("Subject: message %d\r\n\r\nbody of message %d\r\n", u, u), raw, "a message read ahead keeps its own bytes")
+	}
+}
+
+// However small ReadAheadBytes is, every message passes: one larger than
+// the bound is read alone.
+func TestForwardPassReadsPastABoundSmallerThanAMessage(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}}
+	lim := readAheadLimits
+	lim.ReadAheadBytes = 1
+	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.Equal(t, 10, rep.Stored)
+	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, uids)
+}
+
+// A body fetch that fails part-way is its batch's failure, whether it
+// began while the batch before committed or not: nothing of the batch is
+// stored, and the batch before keeps its checkpoint.
+func TestForwardPassFailsTheBatchWhoseReadFailed(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, failBodiesAt: 6}
+	rep, err := Run(ctx, b.conn, sess, b.binding, readAheadLimits, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var transport *imapx.TransportError
+	require.ErrorAs(t, err, &transport)
+	require.Equal(t, 5, rep.Stored)
+	require.Equal(t, uint32(5), rep.CheckpointUID)
+	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{1, 2, 3, 4, 5}, uids)
 }

@@ -1,0 +1,179 @@
+package forwardpass
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/mailfathom/mailfathom/imapx"
+)
+
+// errStreamAbandoned ends the body fetch of a stream whose batch no longer
+// wants it.
+var errStreamAbandoned = errors.New("forwardpass: the batch stopped reading its messages")
+
+// bodyStream reads one batch's messages from the session on a goroutine
+// of its own — the metadata first, then the content of every message not
+// over MaxRawMimeBytes by declared size, in chunks of FetchChunkBytes —
+// and hands each body over on bodies, as a copy, while the batch writes
+// the ones before; then it reads the following batch's metadata. What was read and not yet taken is bounded by
+// ReadAheadBytes: at the bound the stream stops reading and the server's
+// data waits in the connection. So the link keeps carrying mail while the
+// database writes, and while a batch commits the next batch's stream
+// already reads.
+//
+// While the stream runs, it alone drives the session; end (normally by
+// taking every body, or by abandon) hands it back. It only reads, with the
+// session's BODY.PEEK, and decides nothing about what is written: the
+// batch drops what its join carried or its metadata left out.
+type bodyStream struct {
+	// first is the first UID the stream was started for, before the
+	// batch's join.
+	first uint32
+	// metaReady is closed once meta and metaErr are set. A metadata
+	// failure is the batch's, and no body follows it.
+	metaReady chan struct{}
+	meta      []imapx.MessageMetadata
+	metaErr   error
+	// bodies carries the messages read, in the order the server sent them;
+	// it is closed when the fetch has ended. Then requested and err are
+	// set: the UIDs whose content was asked for, and the fetch's failure.
+	bodies    chan imapx.Body
+	requested []uint32
+	err       error
+	// following is the batch after this one. Once its own bodies are read,
+	// the stream reads following's metadata (followingRead, followingMeta,
+	// followingErr, set when done is closed), so following's stream can
+	// ask for content at once.
+	following     []uint32
+	followingRead bool
+	followingMeta []imapx.MessageMetadata
+	followingErr  error
+
+	budget *semaphore.Weighted
+	limit  int64
+	// quit, once cancelled, makes the stream drop what it reads and end;
+	// done is closed when its goroutine has ended.
+	quit context.Context
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// startStream starts reading uids, which must not be empty, and then
+// following's metadata. from, when not nil, is the stream before, whose
+// end the new one waits for before it touches the session, and whose
+// reading of following's metadata it takes when that was uids'.
+func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *bodyStream) *bodyStream {
+	quit, stop := context.WithCancel(ctx)
+	s := &bodyStream{
+		first:     uids[0],
+		metaReady: make(chan struct{}),
+		bodies:    make(chan imapx.Body, 16),
+		following: following,
+		budget:    semaphore.NewWeighted(p.lim.ReadAheadBytes),
+		limit:     p.lim.ReadAheadBytes,
+		quit:      quit,
+		stop:      stop,
+		done:      make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if from != nil {
+			<-from.done
+		}
+		s.read(ctx, p, uids, from)
+		if s.metaErr == nil && s.err == nil && len(following) > 0 && quit.Err() == nil {
+			s.followingMeta, s.followingErr = p.sess.FetchMetadata(ctx, following)
+			s.followingRead = true
+		}
+	}()
+	return s
+}
+
+// read reads uids' metadata (or takes it from from) and content, and
+// closes bodies.
+func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bodyStream) {
+	defer close(s.bodies)
+	if from != nil && from.followingRead && len(from.following) > 0 && from.following[0] == uids[0] {
+		s.meta, s.metaErr = from.followingMeta, from.followingErr
+	} else {
+		s.meta, s.metaErr = p.sess.FetchMetadata(ctx, uids)
+	}
+	close(s.metaReady)
+	if s.metaErr != nil {
+		return
+	}
+	size := make(map[uint32]int64, len(s.meta))
+	for _, m := range s.meta {
+		size[m.UID] = m.Size
+	}
+	fetch := make([]uint32, 0, len(uids))
+	for _, u := range uids {
+		if sz, ok := size[u]; ok && sz <= p.lim.MaxRawMimeBytes {
+			fetch = append(fetch, u)
+		}
+	}
+	s.requested = slices.Clone(fetch)
+	for len(fetch) > 0 {
+		if s.quit.Err() != nil {
+			// Abandoned: nothing more is asked for.
+			s.err = errStreamAbandoned
+			return
+		}
+		n, total := 0, int64(0)
+		for n < len(fetch) && (n == 0 || total+size[fetch[n]] <= p.lim.FetchChunkBytes) {
+			total += size[fetch[n]]
+			n++
+		}
+		if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, s.put); err != nil {
+			s.err = err
+			return
+		}
+		fetch = fetch[n:]
+	}
+}
+
+// put hands one body over, waiting while ReadAheadBytes are taken up.
+func (s *bodyStream) put(b imapx.Body) error {
+	if err := s.budget.Acquire(s.quit, s.weight(b)); err != nil {
+		return errStreamAbandoned
+	}
+	if b.Raw != nil {
+		b.Raw = slices.Clone(b.Raw)
+	}
+	select {
+	case s.bodies <- b:
+		return nil
+	case <-s.quit.Done():
+		return errStreamAbandoned
+	}
+}
+
+// release gives back the budget a body taken from bodies held.
+func (s *bodyStream) release(b imapx.Body) { s.budget.Release(s.weight(b)) }
+
+// weight is a body's share of the budget: its size, but never more than
+// the whole budget, so a message larger than ReadAheadBytes is read alone.
+func (s *bodyStream) weight(b imapx.Body) int64 {
+	return min(max(int64(len(b.Raw)), 1), s.limit)
+}
+
+// metadata waits for the stream's metadata.
+func (s *bodyStream) metadata() ([]imapx.MessageMetadata, error) {
+	<-s.metaReady
+	return s.meta, s.metaErr
+}
+
+// abandon stops the stream, dropping what it has not handed over, and
+// returns once it has handed the session back. A body fetch in flight is
+// read to its end and dropped, so the session stays usable. It is a no-op
+// on a nil stream and safe to call more than once.
+func (s *bodyStream) abandon() {
+	if s == nil {
+		return
+	}
+	s.stop()
+	<-s.done
+}
