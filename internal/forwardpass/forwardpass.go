@@ -503,7 +503,8 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 		}
 		c.stored++
 		c.bytes += int64(len(b.Raw))
-		if err := w.write(ctx, p.occurrence(m, b.Raw, mailstore.Available)); err != nil {
+		// The stream's copy is the body's alone: the writer keeps it.
+		if err := w.writeOwned(ctx, p.occurrence(m, b.Raw, mailstore.Available)); err != nil {
 			return err
 		}
 		if !w.lastReadable {

@@ -68,8 +68,10 @@ type writer struct {
 	// group is the writes since the last commit.
 	group []groupWrite
 	// spare is payload buffers of committed groups, for the next group's
-	// copies.
-	spare [][]byte
+	// copies; copying reports that write made any, so spare is kept only
+	// for a writer that copies.
+	spare   [][]byte
+	copying bool
 	// offer, when set, is what each lane's commit offers the stored-email
 	// ids its own writes of the open group returned (Limits.Offer).
 	offer func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
@@ -182,6 +184,10 @@ func (w *writer) own(raw []byte) []byte {
 // recycle keeps the committed group's payload buffers for the next group,
 // at most a group's worth, and none larger than a group's bytes bound.
 func (w *writer) recycle() {
+	if !w.copying {
+		// Nothing would take them: every payload was handed over.
+		return
+	}
 	for _, g := range w.group {
 		if b := g.o.Raw; b != nil && int64(cap(b)) <= w.groupBytes && len(w.spare) < w.groupMessages {
 			w.spare = append(w.spare, b)
@@ -189,8 +195,21 @@ func (w *writer) recycle() {
 	}
 }
 
+// write writes o, keeping a copy of its payload (own): the caller may
+// reuse o.Raw once it returns.
 func (w *writer) write(ctx context.Context, o mailstore.Occurrence) error {
+	if o.Raw != nil {
+		w.copying = true
+	}
 	o.Raw = w.own(o.Raw)
+	return w.writeOwned(ctx, o)
+}
+
+// writeOwned writes o and keeps its payload as it is until the group
+// commits: the caller hands it over and neither changes nor reuses it.
+// It saves the copy (and, for the largest message, its memory) that write
+// makes.
+func (w *writer) writeOwned(ctx context.Context, o mailstore.Occurrence) error {
 	// The extraction runs before the write so the stored_emails row is
 	// written once, and the message's statements go in one round trip.
 	var rec *searchindex.Record
