@@ -181,7 +181,7 @@ func TestMailboxMutations(t *testing.T) {
 					bodies++
 				}
 			}
-			require.Equal(t, 1, bodies)
+			require.Equal(t, 1, bodies, "jobs:\n%s", b.jobHistory(t))
 			moved, found, err := mailstore.ReadMutableEmail(context.Background(), b.pool, move.EmailID)
 			require.NoError(t, err)
 			require.True(t, found)

@@ -313,6 +313,31 @@ func (b *syncBundle) lastPassOutput(t *testing.T, alias string) map[string]any {
 	return out
 }
 
+// jobHistory lists every job of the bundle's database with its state and
+// last error, oldest first: what a failed expectation about the work
+// done needs to be read.
+func (b *syncBundle) jobHistory(t *testing.T) string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT id, kind, coalesce(args->>'alias', ''), state, attempt, scheduled_at - now(),
+		       coalesce(errors[array_length(errors, 1)]->>'error', '')
+		FROM river_job ORDER BY id`)
+	require.NoError(t, err)
+	var out strings.Builder
+	for rows.Next() {
+		var (
+			id                      int64
+			kind, alias, state, msg string
+			attempt                 int
+			due                     time.Duration
+		)
+		require.NoError(t, rows.Scan(&id, &kind, &alias, &state, &attempt, &due, &msg))
+		fmt.Fprintf(&out, "%d %s %s %s attempt %d due %v %s\n", id, kind, alias, state, attempt, due.Round(time.Second), msg)
+	}
+	require.NoError(t, rows.Err())
+	return out.String()
+}
+
 func seed(t *testing.T, u *dovecot.User, folder string, n int, seedValue uint64) [][]byte {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seedValue, 1))
