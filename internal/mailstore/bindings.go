@@ -76,6 +76,31 @@ func LatestBinding(ctx context.Context, q Querier, accountID int64, alias string
 	return b, true, nil
 }
 
+// LatestBindings returns the latest binding of each of aliases that was
+// ever bound, by alias. It reads them in one statement, so in one snapshot:
+// bindings an account run committed together are all seen or none are,
+// which reading them one by one (LatestBinding) while the run commits does
+// not promise.
+func LatestBindings(ctx context.Context, q Querier, accountID int64, aliases []string) (map[string]Binding, error) {
+	rows, err := q.Query(ctx,
+		`SELECT DISTINCT ON (alias) `+bindingColumns+` FROM mail_folders
+		 WHERE mailbox_account_id = $1 AND alias = ANY($2)
+		 ORDER BY alias, generation DESC`,
+		accountID, aliases)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read the latest bindings of %d aliases: %w", len(aliases), err)
+	}
+	bindings, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Binding, error) { return scanBinding(r) })
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read the latest bindings of %d aliases: %w", len(aliases), err)
+	}
+	out := make(map[string]Binding, len(bindings))
+	for _, b := range bindings {
+		out[b.Alias] = b
+	}
+	return out, nil
+}
+
 // CommitBinding records, in the caller's transaction, that alias resolved to
 // remotePath, before anything is synchronized under it:
 //

@@ -145,6 +145,17 @@ func TestCommitBinding(t *testing.T) {
 		require.False(t, found)
 	})
 
+	t.Run("LatestOfSeveralInOneRead", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		inbox, _, _ := commit(ctx, t, b, "INBOX", "INBOX", "/")
+		commit(ctx, t, b, "SENT", "Sent", "/")
+		sent, _, _ := commit(ctx, t, b, "SENT", "Sent Items", "/")
+		got, err := mailstore.LatestBindings(ctx, b.pool, b.accountID, []string{"INBOX", "SENT", "ARCHIVE"})
+		require.NoError(t, err)
+		require.Equal(t, map[string]mailstore.Binding{"INBOX": inbox, "SENT": sent}, got, "the latest generation of each alias bound, none for one never bound")
+	})
+
 	t.Run("FirstBinding", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)

@@ -30,13 +30,20 @@ func (wt *watch) folders(ctx context.Context) ([]watchedFolder, error) {
 	if err != nil {
 		return nil, err
 	}
+	aliases := make([]string, len(wt.account.Folders))
+	for i, f := range wt.account.Folders {
+		aliases[i] = f.Alias
+	}
+	// One read: a run that binds several folders at once is seen whole,
+	// never with some of them, which would leave the others unwatched
+	// until the watch re-arms.
+	bound, err := mailstore.LatestBindings(ctx, wt.opts.Pool, id, aliases)
+	if err != nil {
+		return nil, err
+	}
 	var out []watchedFolder
-	for _, f := range wt.account.Folders {
-		b, ok, err := mailstore.LatestBinding(ctx, wt.opts.Pool, id, f.Alias)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+	for _, alias := range aliases {
+		if b, ok := bound[alias]; ok {
 			out = append(out, watchedFolder{alias: b.Alias, path: b.RemotePath})
 		}
 	}
