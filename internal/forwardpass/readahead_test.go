@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,4 +192,63 @@ func TestForwardPassFailsTheBatchWhoseReadFailed(t *testing.T) {
 	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
 	require.NoError(t, err)
 	require.Equal(t, []uint32{1, 2, 3, 4, 5}, uids)
+}
+
+// exclusiveSession is a Session that records whether two of its calls
+// ever overlapped: the pass lets one goroutine at a time drive the
+// session, whichever goroutine that is.
+type exclusiveSession struct {
+	Session
+	busy    atomic.Int32
+	overlap atomic.Bool
+}
+
+func (s *exclusiveSession) enter() func() {
+	if s.busy.Add(1) > 1 {
+		s.overlap.Store(true)
+	}
+	// Give a second caller the time to show itself.
+	time.Sleep(time.Millisecond)
+	return func() { s.busy.Add(-1) }
+}
+
+func (s *exclusiveSession) SearchUIDs(ctx context.Context, after uint32, since time.Time) ([]uint32, error) {
+	defer s.enter()()
+	return s.Session.SearchUIDs(ctx, after, since)
+}
+
+func (s *exclusiveSession) FetchMetadata(ctx context.Context, uids []uint32) ([]imapx.MessageMetadata, error) {
+	defer s.enter()()
+	return s.Session.FetchMetadata(ctx, uids)
+}
+
+func (s *exclusiveSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error {
+	defer s.enter()()
+	return s.Session.FetchBodies(ctx, uids, maxBytes, fn)
+}
+
+func (s *exclusiveSession) ExistingUIDs(ctx context.Context, uids []uint32) ([]uint32, error) {
+	defer s.enter()()
+	return s.Session.ExistingUIDs(ctx, uids)
+}
+
+// A message expunged before its body was fetched is asked about (an
+// identifier-only search) while the next batch is already being read:
+// that read is abandoned first, so the session is never used by two
+// goroutines at once, and the next batch is read again and stored.
+func TestForwardPassAsksAboutAMissingBodyWithoutSharingTheSession(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	sess := &exclusiveSession{Session: &withholdingSession{answerTwiceSession: answerTwiceSession{n: 12}, expunged: 3}}
+	lim := readAheadLimits
+	lim.BatchSize = 4
+	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	require.False(t, sess.overlap.Load(), "two calls drove the session at once")
+	require.Equal(t, 11, rep.Stored)
+	require.Equal(t, 1, rep.ExpungedBeforeFetch)
+	require.Equal(t, uint32(12), rep.CheckpointUID)
+	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12}, uids)
 }
