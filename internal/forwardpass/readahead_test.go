@@ -207,8 +207,9 @@ func (s *exclusiveSession) enter() func() {
 	if s.busy.Add(1) > 1 {
 		s.overlap.Store(true)
 	}
-	// Give a second caller the time to show itself.
-	time.Sleep(time.Millisecond)
+	// Hold the session long enough for a second caller to show itself:
+	// longer than a batch's commit takes.
+	time.Sleep(20 * time.Millisecond)
 	return func() { s.busy.Add(-1) }
 }
 
