@@ -67,8 +67,17 @@ func (c *conn) shaped(src net.Conn, link Link) io.Reader {
 }
 
 // forward copies src to dst, consulting the faults before every write.
+//
+// When the other direction is cutting the connection, forward returns
+// without closing it: the cut closes it once its last allowed bytes are
+// written, and counts itself.
 func (c *conn) forward(src io.Reader, dst net.Conn, dir Direction) {
-	defer c.close(false)
+	leave := true
+	defer func() {
+		if leave {
+			c.close(false)
+		}
+	}()
 	buf := make([]byte, bufSize)
 	for {
 		n, err := src.Read(buf)
@@ -76,6 +85,7 @@ func (c *conn) forward(src io.Reader, dst net.Conn, dir Direction) {
 		for len(data) > 0 {
 			allowed, act, ok := c.reserve(dir, int64(len(data)))
 			if !ok {
+				leave = !c.beingCut()
 				return
 			}
 			if allowed > 0 {
@@ -145,6 +155,14 @@ func (c *conn) reserve(dir Direction, want int64) (allowed int64, act action, ok
 		c.stalled = true
 	}
 	return allowed, act, true
+}
+
+// beingCut reports that a direction reserved the bytes that end the
+// connection by a cut and is about to close it.
+func (c *conn) beingCut() bool {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	return c.cutting && !c.closed
 }
 
 func (c *conn) count(dir Direction, n int64) {
