@@ -185,31 +185,15 @@ func TestCompressionRefused(t *testing.T) {
 			return
 		}
 		c.Send(tag + " OK [CAPABILITY " + caps + "] logged in")
-		for {
-			line, ok := c.ReadLine()
-			if !ok {
-				return
-			}
-			fields := strings.Fields(line)
-			if len(fields) < 2 {
-				return
-			}
-			tag := fields[0]
-			switch strings.ToUpper(fields[1]) {
-			case "CAPABILITY":
-				c.Send("* CAPABILITY "+caps, tag+" OK done")
-			case "COMPRESS":
+		c.ServeWith(caps, map[string]func(string){
+			"COMPRESS": func(tag string) {
 				asked.Add(1)
 				c.Send(tag + " NO not now")
-			case "EXAMINE":
+			},
+			"EXAMINE": func(tag string) {
 				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", "* OK [UIDNEXT 1] ok", "* FLAGS (\\Seen)", tag+" OK [READ-ONLY] done")
-			case "LOGOUT":
-				c.Send("* BYE bye", tag+" OK done")
-				return
-			default:
-				c.Send(tag + " BAD unexpected")
-			}
-		}
+			},
+		})
 	})
 	ep := scriptedEndpoint(srv, sasl.Plain)
 	ep.AllowClearTextOverUnencrypted = true

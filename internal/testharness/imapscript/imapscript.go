@@ -299,7 +299,13 @@ func DropDuringAuthenticate() Script {
 // Serve answers CAPABILITY, NOOP and LOGOUT, and BAD to anything else,
 // until the client goes away or logs out: the rest of a session whose
 // authentication succeeded.
-func (c *Conn) Serve() {
+func (c *Conn) Serve() { c.ServeWith("IMAP4rev1", nil) }
+
+// ServeWith is Serve with caps as the CAPABILITY answer and answers for
+// more commands: more maps an upper-case command name to what sends its
+// answer, given the command's tag. It can override NOOP, but not
+// CAPABILITY or LOGOUT.
+func (c *Conn) ServeWith(caps string, more map[string]func(tag string)) {
 	for {
 		line, ok := c.ReadLine()
 		if !ok {
@@ -309,15 +315,17 @@ func (c *Conn) Serve() {
 		if len(fields) < 2 {
 			continue
 		}
-		tag := fields[0]
-		switch strings.ToUpper(fields[1]) {
-		case "CAPABILITY":
-			c.Send("* CAPABILITY IMAP4rev1", tag+" OK done")
-		case "NOOP":
-			c.Send(tag + " OK done")
-		case "LOGOUT":
+		tag, command := fields[0], strings.ToUpper(fields[1])
+		switch answer, scripted := more[command]; {
+		case command == "CAPABILITY":
+			c.Send("* CAPABILITY "+caps, tag+" OK done")
+		case command == "LOGOUT":
 			c.Send("* BYE bye", tag+" OK done")
 			return
+		case scripted:
+			answer(tag)
+		case command == "NOOP":
+			c.Send(tag + " OK done")
 		default:
 			c.Send(tag + " BAD not scripted")
 		}
