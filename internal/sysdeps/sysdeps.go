@@ -70,6 +70,12 @@ func Ensure(ctx context.Context, log func(format string, args ...any), reqs ...R
 	}
 	paths, missing := locate(reqs)
 	if len(missing) == 0 {
+		// A program is on disk as soon as dpkg unpacks it, before its
+		// package's configuration has run (Dovecot's users are created
+		// then): wait for an install another process is making.
+		if err := waitForInstall(); err != nil {
+			return nil, fmt.Errorf("sysdeps: lock %s: %w", lockPath, err)
+		}
 		return paths, nil
 	}
 	if os.Geteuid() != 0 {
@@ -150,12 +156,31 @@ func apt(ctx context.Context, args ...string) error {
 	return nil
 }
 
-func lock() (func(), error) {
+// lock takes the install lock exclusively; the returned function gives it
+// back.
+func lock() (func(), error) { return flock(syscall.LOCK_EX) }
+
+// waitForInstall returns once no process holds the install lock: it takes
+// the lock shared and gives it back at once. A caller that cannot create
+// the lock file (not root, and none exists) has nobody to wait for.
+func waitForInstall() error {
+	unlock, err := flock(syscall.LOCK_SH)
+	if errors.Is(err, os.ErrPermission) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	unlock()
+	return nil
+}
+
+func flock(how int) (func(), error) {
 	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
 		return nil, err
 	}
