@@ -63,31 +63,13 @@ func Open(ctx context.Context, registry *resilience.Registry, instance, operatio
 		return nil, errors.New("mailsession: a registry, an opener, an instance and an operation are required")
 	}
 	s := &Session{registry: registry, instance: instance, operation: operation, ep: ep, open: open}
-	err := s.establish(ctx, func(ctx context.Context) error {
-		rs, err := open(ctx, ep)
-		if err != nil {
-			return err
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			// The attempt was abandoned while the session opened: nobody
-			// will use it.
-			rs.Abandon()
-			return cerr
-		}
-		if s.s != nil {
-			// An earlier attempt's session, opened as the pipeline
-			// abandoned it.
-			s.s.Abandon()
-		}
-		s.s = rs
-		return nil
-	})
+	rs, err := Establish(ctx, registry, instance, operation, func(ctx context.Context) (*imapx.ReadSession, error) {
+		return open(ctx, ep)
+	}, (*imapx.ReadSession).Abandon)
 	if err != nil {
-		if s.s != nil {
-			s.s.Abandon()
-		}
 		return nil, err
 	}
+	s.s = rs
 	return s, nil
 }
 
@@ -202,16 +184,8 @@ func (s *Session) recoverIfNeeded(ctx context.Context) error {
 	return s.establish(ctx, recoverOnce)
 }
 
-// translate maps what survived a pipeline onto the session's contract: a
-// limit the pipeline imposed, or a transient failure that survived every
-// attempt, is a *MailboxUnavailableError; the caller's cancellation and
-// terminal failures pass through.
+// translate maps what survived a pipeline of class onto the session's
+// contract (see the package-level translate).
 func (s *Session) translate(ctx context.Context, class resilience.DependencyClass, err error) error {
-	if err == nil || ctx.Err() != nil {
-		return err
-	}
-	if resilience.IsDependencyUnavailable(err) || s.registry.Classify(class, err) == resilience.Transient {
-		return &MailboxUnavailableError{Account: s.instance, Operation: s.operation, Err: err}
-	}
-	return err
+	return translate(ctx, s.registry, class, s.instance, s.operation, err)
 }
