@@ -12,9 +12,10 @@ import (
 // and the whole of a copy. A server with UIDPLUS answers with COPYUID (RFC
 // 4315 §3), returned as the Placement; without it the Placement is zero.
 //
-// Failures are Move's: ErrDestinationMissing, a *CommandError, or a
-// *PlacementUnknownError when the answer was never read, after which the
-// command must not be issued again (a second COPY is a second message).
+// Failures are Move's: ErrDestinationMissing, a *CommandError, a
+// *PlacementUnknownError when the command was written and its answer never
+// read, after which it must not be issued again (a second COPY is a second
+// message), or an *UnsentError when none of it was written.
 func (w *WriteConnection) Copy(ctx context.Context, uid uint32, dest string) (Placement, error) {
 	if err := w.selected(); err != nil {
 		return Placement{}, err

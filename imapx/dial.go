@@ -40,6 +40,22 @@ type conn struct {
 // to the server. Safe to call more than once and from any goroutine.
 func (c *conn) kill() { c.sock.Kill() }
 
+// ended reports whether go-imap's reader has stopped: it saw the
+// connection end (the server closed it, the network reset it) or read
+// something it could not parse, or the connection was killed. It sends
+// nothing and does not block.
+func (c *conn) ended() bool {
+	if c.client == nil {
+		return false
+	}
+	select {
+	case <-c.client.Closed():
+		return true
+	default:
+		return false
+	}
+}
+
 // closeWait bounds how long closing waits for go-imap's reader goroutine.
 const closeWait = 5 * time.Second
 
@@ -160,6 +176,10 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 		stream, cn.tls = s, upgraded
 	}
 
+	// What go-imap and the wire layer write is counted from here on, above
+	// TLS, so a command can tell whether any of its bytes left (see
+	// WriteConnection.run).
+	stream = cn.sock.Counted(stream)
 	if h != nil {
 		h.Conn = stream
 		stream = h

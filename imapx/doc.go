@@ -97,13 +97,19 @@
 //	p, err := w.Copy(ctx, uid, dest)            // UID COPY; p is the COPYUID placement (RFC 4315)
 //	err = w.StoreFlag(ctx, uid, `\Deleted`, true) // UID STORE +FLAGS.SILENT
 //	err = w.ExpungeUID(ctx, uid)                // UID EXPUNGE (RFC 4315), only where UIDPLUS is advertised
+//	err = w.Noop(ctx)                           // NOOP: does the server still answer? Changes nothing
 //
 // It never sends a plain EXPUNGE, which would also remove what the owner
 // flagged \Deleted, and never uses go-imap's Move fallback. A relocation or
 // delete the server offers no safe way to carry is ErrNoSafeWay, before
 // anything is sent; a missing destination is ErrDestinationMissing; a MOVE
-// or COPY whose answer was never read is a *PlacementUnknownError, which
-// IsTransient reports false so that no retry layer issues it again.
+// or COPY whose bytes were written and whose answer was never read is a
+// *PlacementUnknownError, which IsTransient reports false so that no retry
+// layer issues it again. The bytes every command writes are counted, so a
+// command that failed before any of them left is an *UnsentError, safe to
+// issue again. Usable reports false once go-imap's reader has seen the
+// server close the connection, and Noop checks one that sat idle, so a
+// connection that ended is replaced before a change is given to it.
 //
 // # Failures
 //

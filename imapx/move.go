@@ -3,9 +3,12 @@ package imapx
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
 
 // Move relocates the message uid of the selected folder to dest with
@@ -17,8 +20,10 @@ import (
 // A server with UIDPLUS answers with COPYUID (RFC 6851 §4.3); one without
 // it names no placement and Placement is zero. A refused missing
 // destination is ErrDestinationMissing, another refusal a *CommandError,
-// and a connection lost before the answer was read a
-// *PlacementUnknownError: the command must not be issued again.
+// a connection lost after the command's bytes were written and before its
+// answer was read a *PlacementUnknownError (the command must not be issued
+// again), and any failure before a byte of it was written an *UnsentError
+// (it may be).
 func (w *WriteConnection) Move(ctx context.Context, uid uint32, dest string) (Placement, error) {
 	if err := w.selected(); err != nil {
 		return Placement{}, err
@@ -28,8 +33,15 @@ func (w *WriteConnection) Move(ctx context.Context, uid uint32, dest string) (Pl
 	}
 	var data *imapclient.MoveData
 	err := w.run(ctx, "UID MOVE", func(c *imapclient.Client) error {
-		if !c.Caps().Has(imap.CapMove) {
-			// go-imap would fall back to COPY, STORE and a plain EXPUNGE.
+		// go-imap's Move asks its own view of the capabilities and,
+		// without MOVE there, falls back to COPY, STORE and a plain
+		// EXPUNGE, so that view is checked first. It is empty only when
+		// the connection has ended (go-imap cannot ask any more): that
+		// is a connection gone, never a server without MOVE.
+		switch caps := c.Caps(); {
+		case caps == nil:
+			return errCapabilitiesUnknown
+		case !caps.Has(imap.CapMove):
 			return &callerError{ErrNoSafeWay}
 		}
 		var err error
@@ -42,6 +54,10 @@ func (w *WriteConnection) Move(ctx context.Context, uid uint32, dest string) (Pl
 	return placementOf(uid, data.UIDValidity, data.DestUIDs), nil
 }
 
+// errCapabilitiesUnknown: go-imap could not say what the server
+// advertises, because its reader has stopped.
+var errCapabilitiesUnknown = fmt.Errorf("capabilities unknown: %w", wire.ErrConnectionEnded)
+
 // placementError turns a placement command's failure into what the caller
 // must act on.
 func placementError(command string, err error) error {
@@ -52,12 +68,12 @@ func placementError(command string, err error) error {
 	switch {
 	case errors.As(err, &cmdErr) && cmdErr.Code == string(imap.ResponseCodeTryCreate):
 		return ErrDestinationMissing
-	case errors.As(err, &cmdErr), errors.Is(err, ErrNoSafeWay), errors.Is(err, ErrNoFolder):
+	case NotSent(err), errors.As(err, &cmdErr), errors.Is(err, ErrNoSafeWay), errors.Is(err, ErrNoFolder):
 		return err
 	case errors.As(err, &trErr):
 		return &PlacementUnknownError{Command: command, cause: trErr.Err}
 	}
-	// The caller's context ended while the command was in flight: its
+	// The caller's context ended after the command was written: its
 	// answer was never read either.
 	return &PlacementUnknownError{Command: command, cause: err}
 }

@@ -23,17 +23,24 @@ import (
 // synchronization and content retrieval from setting \Seen.
 //
 // It sends only SELECT, UID MOVE (RFC 6851), UID COPY, UID STORE of one
-// flag with .SILENT, UID EXPUNGE (RFC 4315 §2.1) and LOGOUT, each for one
-// UID. It never sends a plain EXPUNGE, which would also remove messages the
-// mailbox owner flagged \Deleted in their own client, and never uses
-// go-imap's Move, whose fallback for a server without MOVE is COPY, STORE
-// and a plain EXPUNGE: a relocation without MOVE is composed by the caller
-// from Copy, StoreFlags and ExpungeUID, so each step can be recorded before
-// the next is issued.
+// flag with .SILENT and UID EXPUNGE (RFC 4315 §2.1), each for one UID,
+// NOOP (RFC 3501 §6.1.2), which changes nothing and only asks whether the
+// server still answers, and LOGOUT. It never sends a plain EXPUNGE, which
+// would also remove messages the mailbox owner flagged \Deleted in their
+// own client, and never lets go-imap's Move fall back, as it does where it
+// sees no MOVE, to COPY, STORE and a plain EXPUNGE: a relocation without
+// MOVE is composed by the caller from Copy, StoreFlags and ExpungeUID, so
+// each step can be recorded before the next is issued.
+//
+// Every command that fails before any of its bytes was written to the
+// connection fails with an *UnsentError: the server cannot have received
+// it, so it may be issued again, even a MOVE or a COPY. A MOVE or COPY
+// whose bytes were written and whose answer was never read is a
+// *PlacementUnknownError instead.
 //
 // A WriteConnection is not safe for concurrent use, and holds at most one
-// folder selected, read-write. It does not reconnect: after a
-// *TransportError it is unusable, and the caller opens another.
+// folder selected, read-write. It does not reconnect: once Usable reports
+// false, or Noop fails, it is unusable, and the caller opens another.
 type WriteConnection struct {
 	ep   Endpoint
 	opts SessionOptions
@@ -41,6 +48,9 @@ type WriteConnection struct {
 
 	cn   *conn
 	caps imap.CapSet
+	// lastUsed is when the connection last carried a command (or was
+	// opened), for IdleFor.
+	lastUsed time.Time
 
 	folder      string
 	uidValidity uint32
@@ -59,9 +69,11 @@ var ErrNoSafeWay = failure.New("MailboxChangeNotSafelyPossible", "imapx: the ser
 var ErrDestinationMissing = failure.New("MailboxDestinationMissing", "imapx: the destination folder does not exist")
 
 // PlacementUnknownError is a MOVE or COPY whose answer was never read: the
-// connection failed after the command may have reached the server. Whether
-// it ran is unknown, so it must never be issued again — by the caller, a
-// retry policy or anything else — and IsTransient is false for it.
+// connection failed after the command's bytes were written to it, so the
+// command may have reached the server. Whether it ran is unknown, so it
+// must never be issued again — by the caller, a retry policy or anything
+// else — and IsTransient is false for it. A placement that failed before
+// any of its bytes was written is an *UnsentError instead.
 type PlacementUnknownError struct {
 	Command string // "UID MOVE" or "UID COPY"
 	cause   error
@@ -73,6 +85,38 @@ func (e *PlacementUnknownError) Error() string {
 
 // Identity implements failure.Named.
 func (e *PlacementUnknownError) Identity() string { return "MailboxChangeOutcomeUnknown" }
+
+// UnsentError is a command of the write connection that failed before any
+// of its bytes was written to the connection: the connection was already
+// closed — by the server, the network, or an earlier failure — or the
+// caller's context had ended, or the write itself failed at its first
+// byte. The server cannot have received the command, so issuing it again,
+// on another connection, is safe even for a MOVE or a COPY.
+//
+// Err is what stopped it: a *TransportError, whose connection is unusable
+// afterwards, or the caller's context error (wrapped). IsTransient, the
+// failure's identity and errors.Is look through to Err.
+type UnsentError struct {
+	Command string // e.g. "UID MOVE", "read-write SELECT"
+	Err     error
+}
+
+func (e *UnsentError) Error() string {
+	var trErr *TransportError
+	if errors.As(e.Err, &trErr) {
+		return "imapx: " + e.Command + " was not sent: " + wire.TransportKind(trErr.Err)
+	}
+	return "imapx: " + e.Command + " was not sent: " + e.Err.Error()
+}
+
+func (e *UnsentError) Unwrap() error { return e.Err }
+
+// NotSent reports whether err is or wraps an *UnsentError: a write command
+// none of whose bytes reached the connection.
+func NotSent(err error) bool {
+	_, ok := errors.AsType[*UnsentError](err)
+	return ok
+}
 
 // Placement is what a MOVE or COPY answered: the UIDVALIDITY of the
 // destination folder and the UID the message got there (COPYUID, RFC 4315
@@ -90,44 +134,75 @@ func OpenWriteConnection(ctx context.Context, ep Endpoint, opts SessionOptions) 
 	if err != nil {
 		return nil, err
 	}
-	w.cn, w.caps = cn, caps
+	w.cn, w.caps, w.lastUsed = cn, caps, time.Now()
 	w.debug(ctx, "imap write connection opened")
 	return w, nil
 }
 
-// CanMove reports whether the server advertises MOVE (RFC 6851) or
-// IMAP4rev2.
+// CanMove reports whether the server advertised MOVE (RFC 6851) or
+// IMAP4rev2 when this connection was established, after authentication.
 func (w *WriteConnection) CanMove() bool { return w.caps.Has(imap.CapMove) }
 
-// CanExpungeUID reports whether the server advertises UIDPLUS (RFC 4315)
-// or IMAP4rev2, without which no expunge is safe.
+// CanExpungeUID reports whether the server advertised UIDPLUS (RFC 4315)
+// or IMAP4rev2 when this connection was established, without which no
+// expunge is safe.
 func (w *WriteConnection) CanExpungeUID() bool { return w.caps.Has(imap.CapUIDPlus) }
 
-// Usable reports whether the connection can still carry a command.
-func (w *WriteConnection) Usable() bool { return w.cn != nil && !w.cn.sock.Broken() }
+// Usable reports whether the connection can still carry a command: it was
+// not killed after a failure, and go-imap's reader has not seen it end (the
+// server closing it, after a BYE or without one, or a reset). It sends
+// nothing, so a connection that went away without a word — a dropped NAT
+// mapping, a server host that died — still looks usable; Noop finds that
+// out.
+func (w *WriteConnection) Usable() bool {
+	return w.cn != nil && !w.cn.sock.Broken() && !w.cn.ended()
+}
+
+// IdleFor is how long the connection has carried no command.
+func (w *WriteConnection) IdleFor() time.Duration { return time.Since(w.lastUsed) }
 
 func (w *WriteConnection) debug(ctx context.Context, msg string, attrs ...slog.Attr) {
 	w.log.LogAttrs(ctx, slog.LevelDebug, msg, append([]slog.Attr{slog.String("account", w.ep.AccountID)}, attrs...)...)
 }
 
-// run executes one command under a watchdog, classified as ReadSession.run
-// classifies: the caller's context error, a *CommandError or a
-// *TransportError (the connection is then unusable).
+// run executes one command under a watchdog of the command timeout (see
+// runWithin).
 func (w *WriteConnection) run(ctx context.Context, name string, f func(c *imapclient.Client) error) error {
+	return w.runWithin(ctx, name, w.opts.commandTimeout(), f)
+}
+
+// runWithin executes one command under a watchdog of timeout, classified
+// as ReadSession.run classifies — the caller's context error, a
+// *CommandError or a *TransportError (the connection is then unusable) —
+// and, whatever the failure, as an *UnsentError when none of the command's
+// bytes was written to the connection. A connection go-imap's reader saw
+// end is refused before anything is written, never written into.
+//
+// The bytes are counted across f, which issues the one command: after
+// authentication go-imap writes nothing of its own (its capabilities are
+// known, so it sends no CAPABILITY), so bytes written while f ran are the
+// command's.
+func (w *WriteConnection) runWithin(ctx context.Context, name string, timeout time.Duration, f func(c *imapclient.Client) error) error {
 	cn := w.cn
-	if cn == nil {
-		return &TransportError{Op: name, Err: wire.ErrNotConnected}
-	}
-	if cn.sock.Broken() {
-		return &TransportError{Op: name, Err: wire.ErrConnectionUnusable}
+	switch {
+	case cn == nil:
+		return &UnsentError{Command: name, Err: &TransportError{Op: name, Err: wire.ErrNotConnected}}
+	case cn.sock.Broken():
+		return &UnsentError{Command: name, Err: &TransportError{Op: name, Err: wire.ErrConnectionUnusable}}
+	case cn.ended():
+		cn.kill()
+		return &UnsentError{Command: name, Err: &TransportError{Op: name, Err: wire.ErrConnectionEnded}}
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("imapx: %s: %w", name, err)
+		return &UnsentError{Command: name, Err: fmt.Errorf("imapx: %s: %w", name, err)}
 	}
 	start := time.Now()
-	wd := wire.StartWatchdog(ctx, cn.sock, w.opts.commandTimeout())
+	before := cn.sock.Written()
+	wd := wire.StartWatchdog(ctx, cn.sock, timeout)
 	err := f(cn.client)
 	reason := wd.Stop()
+	written := cn.sock.Written() > before
+	w.lastUsed = time.Now()
 	w.debug(ctx, "imap write command", slog.String("command", name), slog.Bool("ok", err == nil), slog.Duration("elapsed", time.Since(start)))
 	if err == nil {
 		return nil
@@ -136,16 +211,24 @@ func (w *WriteConnection) run(ctx context.Context, name string, f func(c *imapcl
 	if errors.As(err, &own) {
 		return own.err
 	}
-	if reason != nil {
+	var classified error
+	switch {
+	case reason != nil:
 		cn.kill()
 		if ctx.Err() != nil {
-			return fmt.Errorf("imapx: %s: %w", name, ctx.Err())
+			classified = fmt.Errorf("imapx: %s: %w", name, ctx.Err())
+		} else {
+			classified = &TransportError{Op: name, Err: wire.ErrTimedOut}
 		}
-		return &TransportError{Op: name, Err: wire.ErrTimedOut}
+	default:
+		var lost bool
+		classified, lost = classify(name, err)
+		if lost {
+			cn.kill()
+		}
 	}
-	classified, lost := classify(name, err)
-	if lost {
-		cn.kill()
+	if !written {
+		return &UnsentError{Command: name, Err: classified}
 	}
 	return classified
 }
@@ -159,7 +242,7 @@ func (w *WriteConnection) Close() error {
 		return nil
 	}
 	defer cn.shutdown()
-	if cn.sock.Broken() {
+	if cn.sock.Broken() || cn.ended() {
 		return nil
 	}
 	wd := wire.StartWatchdog(context.Background(), cn.sock, min(w.opts.commandTimeout(), logoutTimeout))

@@ -1,7 +1,15 @@
 package imapx_test
 
 import (
+	"context"
+	"errors"
+	"net"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,7 +57,8 @@ func TestWriteConnection(t *testing.T) {
 		wb.target = b.user.Append("INBOX", message(1, 500), when)
 		wb.owners = b.user.Append("INBOX", message(2, 500), when, imap.FlagDeleted)
 		wb.srcUV = b.user.UIDValidity("INBOX")
-		ep := b.endpoint(imapx.StartTLSWhenAvailable)
+		// Unencrypted, so the recorder reads the commands themselves.
+		ep := b.endpoint(imapx.None)
 		ep.Dial = wb.rec.Dial("")
 		w, err := imapx.OpenWriteConnection(b.ctx, ep, imapx.SessionOptions{})
 		require.NoError(t, err)
@@ -81,6 +90,8 @@ func TestWriteConnection(t *testing.T) {
 	}
 	requireNoPlainExpunge := func(t *testing.T, wb *writeBundle) {
 		t.Helper()
+		require.True(t, slices.ContainsFunc(wb.rec.Lines(), regexp.MustCompile(`^\S+ UID EXPUNGE `+strconv.Itoa(int(wb.target))+`$`).MatchString),
+			"the recorder reads the commands: %q", wb.rec.Lines())
 		for _, line := range wb.rec.Lines() {
 			require.NotRegexp(t, `(?i)^\S+ EXPUNGE`, line)
 			require.NotRegexp(t, `(?i)^\S+ (UID )?MOVE`, line, "MOVE sent to a server that does not advertise it")
@@ -190,6 +201,7 @@ func TestWriteConnection(t *testing.T) {
 		var unknown *imapx.PlacementUnknownError
 		require.ErrorAs(t, err, &unknown)
 		require.False(t, imapx.IsTransient(err), "a placement whose answer was lost must not be retried")
+		require.False(t, imapx.NotSent(err), "its bytes were written")
 		require.False(t, w.Usable())
 		// The server did carry it out: issuing it again would make a second
 		// message.
@@ -218,4 +230,167 @@ func TestReadSessionCannotReachTheWriteConnection(t *testing.T) {
 		require.NotEqual(t, write, f)
 		require.NotEqual(t, write.Elem(), f)
 	}
+}
+
+// writeBreaker dials through to target and, while armed, ends the
+// connection at the first write of a command matching pattern without
+// writing a byte of it: a connection that breaks just as a command goes
+// out. It counts the writes it broke.
+type writeBreaker struct {
+	pattern *regexp.Regexp
+	rec     recorder
+
+	mu    sync.Mutex
+	armed bool
+	broke int
+}
+
+func (b *writeBreaker) dial(target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	next := b.rec.Dial(target)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &breakingConn{Conn: c, b: b}, nil
+	}
+}
+
+func (b *writeBreaker) trip(p []byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.armed || !b.pattern.Match(p) {
+		return false
+	}
+	b.armed = false
+	b.broke++
+	return true
+}
+
+type breakingConn struct {
+	net.Conn
+	b *writeBreaker
+}
+
+func (c *breakingConn) Write(p []byte) (int, error) {
+	if c.b.trip(p) {
+		_ = c.Conn.Close()
+		return 0, syscall.EPIPE
+	}
+	return c.Conn.Write(p)
+}
+
+// TestWriteConnectionThatEnded: a write connection the server or the
+// network ended is found out before a change is written into it, and a
+// command none of whose bytes left is reported as not sent — safe to issue
+// again — rather than as a placement whose answer was lost.
+func TestWriteConnectionThatEnded(t *testing.T) {
+	t.Parallel()
+	when, err := time.Parse(time.RFC3339, writeTestInternal)
+	require.NoError(t, err)
+
+	type endedBundle struct {
+		*testBundle
+		target imap.UID
+		proxy  *faultproxy.Proxy
+		brk    *writeBreaker
+		w      *imapx.WriteConnection
+	}
+	// setupEnded opens a write connection over the plain listener (so the
+	// commands can be read) through a fault proxy, with INBOX selected.
+	setupEnded := func(t *testing.T, pattern string) *endedBundle {
+		t.Helper()
+		b := setup(t, nil)
+		b.user.CreateFolder("Archive")
+		eb := &endedBundle{testBundle: b, target: b.user.Append("INBOX", message(1, 500), when)}
+		eb.proxy = faultproxy.Start(t, b.srv.Addr())
+		eb.brk = &writeBreaker{pattern: regexp.MustCompile(pattern)}
+		ep := b.endpoint(imapx.None)
+		ep.Dial = eb.brk.dial(eb.proxy.Addr())
+		w, err := imapx.OpenWriteConnection(b.ctx, ep, imapx.SessionOptions{CommandTimeout: stallTimeout})
+		require.NoError(t, err)
+		t.Cleanup(w.Abandon)
+		eb.w = w
+		_, err = w.Select(b.ctx, "INBOX")
+		require.NoError(t, err)
+		require.True(t, w.CanMove())
+		return eb
+	}
+	requireUnchanged := func(t *testing.T, eb *endedBundle) {
+		t.Helper()
+		require.Contains(t, eb.user.UIDs("INBOX"), eb.target)
+		require.Empty(t, eb.user.UIDs("Archive"))
+	}
+	requireNotSent := func(t *testing.T, err error) {
+		t.Helper()
+		var unknown *imapx.PlacementUnknownError
+		require.False(t, errors.As(err, &unknown), "reported as sent: %v", err)
+		require.NotErrorIs(t, err, imapx.ErrNoSafeWay, "a connection that ended is not a server without MOVE")
+		require.True(t, imapx.NotSent(err), "%v", err)
+		require.True(t, imapx.IsTransient(err), "nothing reached the server: it may be issued again")
+	}
+
+	t.Run("ClosedByTheServerIsNotUsableAndNothingIsWritten", func(t *testing.T) {
+		t.Parallel()
+		eb := setupEnded(t, `^$`)
+		eb.proxy.CutAll()
+		require.Eventually(t, func() bool { return !eb.w.Usable() }, 10*time.Second, 10*time.Millisecond,
+			"the reader saw the connection end, so it no longer counts as usable")
+		before := len(eb.brk.rec.Lines())
+		for _, place := range []func() error{
+			func() error { _, err := eb.w.Move(eb.ctx, uint32(eb.target), "Archive"); return err },
+			func() error { _, err := eb.w.Copy(eb.ctx, uint32(eb.target), "Archive"); return err },
+		} {
+			requireNotSent(t, place())
+		}
+		require.Len(t, eb.brk.rec.Lines(), before, "a command was written into a connection that had ended")
+		requireUnchanged(t, eb)
+	})
+
+	for _, command := range []string{"MOVE", "COPY"} {
+		t.Run("WriteThatFailsAtItsFirstByteIsNotSent/"+command, func(t *testing.T) {
+			t.Parallel()
+			eb := setupEnded(t, `^\S+ UID `+command+` `)
+			eb.brk.mu.Lock()
+			eb.brk.armed = true
+			eb.brk.mu.Unlock()
+			var err error
+			if command == "MOVE" {
+				_, err = eb.w.Move(eb.ctx, uint32(eb.target), "Archive")
+			} else {
+				_, err = eb.w.Copy(eb.ctx, uint32(eb.target), "Archive")
+			}
+			require.Equal(t, 1, eb.brk.broke)
+			requireNotSent(t, err)
+			require.False(t, eb.w.Usable())
+			requireUnchanged(t, eb)
+		})
+	}
+
+	t.Run("NoopFindsAConnectionThatStoppedAnswering", func(t *testing.T) {
+		t.Parallel()
+		eb := setupEnded(t, `^$`)
+		require.NoError(t, eb.w.Noop(eb.ctx), "a connection that answers passes")
+		require.True(t, eb.w.Usable())
+		require.Less(t, eb.w.IdleFor(), stallTimeout)
+		// The network goes silent without a word: the connection still
+		// looks usable, and only a command finds out.
+		eb.proxy.StallAfter(faultproxy.Existing, faultproxy.Both, 0)
+		require.True(t, eb.w.Usable())
+		start := time.Now()
+		err := eb.w.Noop(eb.ctx)
+		require.Error(t, err)
+		require.True(t, imapx.IsTransient(err))
+		require.False(t, eb.w.Usable())
+		require.Less(t, time.Since(start), stallTimeout+5*time.Second, "NOOP waits one bounded command, not longer")
+		noops := 0
+		for _, line := range eb.brk.rec.Lines() {
+			require.NotRegexp(t, `(?i)^\S+ (UID )?(MOVE|COPY|STORE|EXPUNGE)`, line)
+			if regexp.MustCompile(`^\S+ NOOP$`).MatchString(line) {
+				noops++
+			}
+		}
+		require.Equal(t, 2, noops)
+		requireUnchanged(t, eb)
+	})
 }

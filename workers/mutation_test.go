@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,10 +253,21 @@ func TestMailboxMutations(t *testing.T) {
 // counts every UID COPY and UID MOVE written, and when armed closes the
 // connection as the server's answer to one begins to arrive — after the
 // server carried it out, before the client read a byte of its answer.
+// With breakWrite set it instead closes the connection as the next one is
+// written, writing none of it: the server never sees that command.
 type answerCutter struct {
-	mu    sync.Mutex
-	armed bool
-	sent  int
+	mu         sync.Mutex
+	armed      bool
+	breakWrite bool
+	sent       int
+}
+
+// arm makes the next placement's answer lost (breakWrite false) or its
+// write fail at the first byte (breakWrite true).
+func (c *answerCutter) arm(breakWrite bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed, c.breakWrite = !breakWrite, breakWrite
 }
 
 func (c *answerCutter) placements() int {
@@ -292,8 +304,13 @@ func (cc *cuttingConn) Write(p []byte) (int, error) {
 		cc.c.mu.Lock()
 		cc.c.sent++
 		cc.pending = cc.c.armed
-		cc.c.armed = false
+		broken := cc.c.breakWrite
+		cc.c.armed, cc.c.breakWrite = false, false
 		cc.c.mu.Unlock()
+		if broken {
+			_ = cc.Conn.Close()
+			return 0, syscall.EPIPE
+		}
 	}
 	return cc.Conn.Write(p)
 }

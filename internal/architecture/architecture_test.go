@@ -3,6 +3,7 @@ package architecture_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -112,4 +113,112 @@ func TestSQLLivesInStores(t *testing.T) {
 			})
 		}
 	}
+}
+
+// writeReach names what only the mutation path may reference: the write
+// connection, the way to open one, and the mailbox layer's write session
+// and its opener. A package that can name none of them cannot hold one,
+// so nothing on the read side can change a mailbox.
+var writeReach = map[string][]string{
+	module + "imapx":                {"OpenWriteConnection", "WriteConnection"},
+	module + "internal/mailsession": {"WriteOpener", "WriteSession", "WriteSessionConfig", "NewWriteSession"},
+}
+
+// writeReachAllowed are the packages that may reference writeReach: the
+// two that define it, internal/mutation, which carries every change over
+// it, and workers, the wiring that builds the mutation path's opener
+// (imapx.OpenWriteConnection over the account's endpoint) and hands it to
+// internal/mutation. internal/service and cmd only start workers, so they
+// are not on the list.
+var writeReachAllowed = []string{"imapx", "internal/mailsession", "internal/mutation", "workers"}
+
+// writeReachIn returns where file references writeReach: a selector on an
+// import of one of its packages (under any name), or a dot import of one.
+func writeReachIn(fset *token.FileSet, file *ast.File) []string {
+	imported := map[string]string{} // local name → import path
+	var found []string
+	for _, spec := range file.Imports {
+		path := strings.Trim(spec.Path.Value, `"`)
+		if _, ok := writeReach[path]; !ok {
+			continue
+		}
+		name := path[strings.LastIndex(path, "/")+1:]
+		if spec.Name != nil {
+			name = spec.Name.Name
+		}
+		if name == "." {
+			found = append(found, fmt.Sprintf("%s: dot import of %s", fset.Position(spec.Pos()), path))
+			continue
+		}
+		imported[name] = path
+	}
+	ast.Inspect(file, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		x, ok := sel.X.(*ast.Ident)
+		if !ok || x.Obj != nil {
+			return true // not a package name (a local shadows it)
+		}
+		if path, ok := imported[x.Name]; ok && slices.Contains(writeReach[path], sel.Sel.Name) {
+			found = append(found, fmt.Sprintf("%s: %s.%s", fset.Position(sel.Pos()), x.Name, sel.Sel.Name))
+		}
+		return true
+	})
+	return found
+}
+
+// TestOnlyTheMutationPathReachesTheWriteConnection: outside
+// writeReachAllowed, no package's code names the write connection, its
+// opener, or the write session, so read, reconcile, watch and push code
+// has no way to obtain one. Tests are not held to it: they build write
+// connections against the test servers.
+func TestOnlyTheMutationPathReachesTheWriteConnection(t *testing.T) {
+	t.Parallel()
+	for name, p := range packages(t) {
+		if slices.Contains(writeReachAllowed, name) {
+			continue
+		}
+		for _, f := range p.GoFiles {
+			fset := token.NewFileSet()
+			file, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
+			require.NoError(t, err)
+			for _, at := range writeReachIn(fset, file) {
+				t.Errorf("%s reaches the write side outside the mutation path: %s", name, at)
+			}
+		}
+	}
+}
+
+// TestWriteReachIsFound: the check above finds a reference however the
+// package is imported, so a read-side package that starts naming the write
+// side fails it.
+func TestWriteReachIsFound(t *testing.T) {
+	t.Parallel()
+	for name, src := range map[string]string{
+		"opener": `package forwardpass
+import "github.com/mailfathom/mailfathom/imapx"
+var open = imapx.OpenWriteConnection`,
+		"renamed": `package forwardpass
+import ix "github.com/mailfathom/mailfathom/imapx"
+func carry(w *ix.WriteConnection) {}`,
+		"session": `package forwardpass
+import "github.com/mailfathom/mailfathom/internal/mailsession"
+func open(o mailsession.WriteOpener) (*mailsession.WriteSession, error) { return nil, nil }`,
+		"dot": `package forwardpass
+import . "github.com/mailfathom/mailfathom/imapx"
+var _ = Endpoint{}`,
+	} {
+		fset := token.NewFileSet()
+		file, err := parser.ParseFile(fset, name+".go", src, 0)
+		require.NoError(t, err)
+		require.NotEmpty(t, writeReachIn(fset, file), name)
+	}
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "read.go", `package forwardpass
+import "github.com/mailfathom/mailfathom/imapx"
+func read(s *imapx.ReadSession) (imapx.FolderState, error) { return s.Examine(nil, "") }`, 0)
+	require.NoError(t, err)
+	require.Empty(t, writeReachIn(fset, file), "the read side's own types are not the write side")
 }

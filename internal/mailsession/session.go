@@ -1,6 +1,9 @@
-// Package mailsession is the read-only IMAP session the workers use: an
+// Package mailsession is where an account's IMAP sessions are opened,
+// retried and classified: the read-only Session the workers use — an
 // imapx.ReadSession whose every call runs under the account's outbound
-// resilience pipelines (see package resilience).
+// resilience pipelines (see package resilience) — and the mutation path's
+// WriteSession, both opened through Establish, the one establishment step
+// for a session of any kind.
 //
 //   - Establishment — connecting, negotiating TLS, authenticating and
 //     opening the folder read-only (EXAMINE) — runs under
@@ -22,8 +25,10 @@
 // a transient failure that survived every attempt.
 //
 // The package adds no retry of its own: the attempts are the pipelines'.
-// It deliberately has no operation that could change a mailbox; it wraps
-// imapx.ReadSession, which has none either.
+// Session deliberately has no operation that could change a mailbox; it
+// wraps imapx.ReadSession, which has none either. A WriteSession is a type
+// of its own, reachable only with a WriteOpener, which only the mutation
+// path is given: nothing that holds a Session can reach one.
 package mailsession
 
 import (

@@ -215,15 +215,21 @@ func (c *Carrier) issue(ctx context.Context, s *Session, m *mailstore.Mutation, 
 }
 
 // place issues the MOVE or COPY of a relocation or copy. The stage is
-// recorded as PlacementIssued before the command goes out, and the command
-// is never sent twice: not by a later attempt of the pipeline, and not by
-// a later Step, which finds the stage and settles it instead.
+// recorded as PlacementIssued before the command goes out, and a command
+// that may have reached the server is never sent twice: not by a later
+// attempt of the pipeline, and not by a later Step, which finds the stage
+// and settles it instead. One that failed before any of its bytes was
+// written (imapx.NotSent) did not reach the server: its stage is put back
+// to Recorded, and the pipeline's next attempt, on a fresh connection, or
+// a later Step issues it again.
 func (c *Carrier) place(ctx context.Context, s *Session, m *mailstore.Mutation, src, dest mailstore.Binding) error {
 	var (
-		sent     bool
-		placeErr error
-		placed   imapx.Placement
-		path     mailstore.PlacementPath
+		// issued: the record is at PlacementIssued. sent: the command may
+		// have reached the server, so it is never issued again.
+		issued, sent bool
+		placeErr     error
+		placed       imapx.Placement
+		path         mailstore.PlacementPath
 	)
 	err := s.Command(ctx, src.RemotePath, func(ctx context.Context, w *imapx.WriteConnection, uv uint32) error {
 		if sent {
@@ -245,22 +251,44 @@ func (c *Carrier) place(ctx context.Context, s *Session, m *mailstore.Mutation, 
 		if err := c.advance(ctx, *m, mailstore.StageRecorded, mailstore.MutationAdvance{Stage: mailstore.StagePlacementIssued, Path: path}); err != nil {
 			return err
 		}
-		sent = true
+		issued, sent = true, true
 		if path == mailstore.PathMove {
 			placed, placeErr = w.Move(ctx, m.SourceUID, dest.RemotePath)
 		} else {
 			placed, placeErr = w.Copy(ctx, m.SourceUID, dest.RemotePath)
 		}
-		if placeErr != nil && !refused(placeErr) {
+		switch {
+		case placeErr == nil, refused(placeErr):
+		case imapx.NotSent(placeErr):
+			// Nothing of it left: the record goes back to Recorded, and
+			// only then may it be issued again — by the pipeline's next
+			// attempt, or through the account's run like any failure, so
+			// no job is scheduled with it. A record that cannot be put
+			// back keeps saying PlacementIssued and is settled, never
+			// reissued.
+			rerr := pgx.BeginFunc(context.WithoutCancel(ctx), c.cfg.Pool, func(tx pgx.Tx) error {
+				return mailstore.AdvanceMutation(context.WithoutCancel(ctx), tx, m.ID, mailstore.StagePlacementIssued,
+					mailstore.MutationAdvance{Stage: mailstore.StageRecorded}, c.cfg.Now())
+			})
+			if rerr != nil {
+				placeErr = errors.Join(placeErr, rerr)
+				return placeErr
+			}
+			issued, sent = false, false
+		default:
 			placeErr = unknownOutcome(placeErr)
 		}
 		return placeErr
 	})
-	if !sent {
+	if !issued {
 		return err
 	}
 	m.Stage, m.Path = mailstore.StagePlacementIssued, path
 	if placeErr != nil {
+		if imapx.NotSent(placeErr) {
+			// Not sent, and its record could not be put back (above).
+			return placeErr
+		}
 		if refused(placeErr) {
 			// The server answered: the placement did not run, and may be
 			// issued again from the beginning.
@@ -409,8 +437,9 @@ func refused(err error) bool {
 	return errors.As(err, &cmdErr) || errors.Is(err, imapx.ErrDestinationMissing) || errors.Is(err, imapx.ErrNoSafeWay)
 }
 
-// unknownOutcome makes any failure of a placement that was sent an
-// unknown outcome, which nothing retries.
+// unknownOutcome makes any failure of a placement that may have reached
+// the server — neither refused by it nor failed before a byte of it was
+// written — an unknown outcome, which nothing retries.
 func unknownOutcome(err error) error {
 	var unknown *imapx.PlacementUnknownError
 	if errors.As(err, &unknown) {

@@ -12,12 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/slots"
 )
-
-// Opener opens a write connection for an account key.
-type Opener func(ctx context.Context, accountKey string) (*imapx.WriteConnection, error)
 
 // ConnectionsConfig configures Connections.
 type ConnectionsConfig struct {
@@ -26,8 +24,9 @@ type ConnectionsConfig struct {
 	// Registry runs establishment and commands under the account's
 	// pipelines. Required.
 	Registry *resilience.Registry
-	// Open opens a connection. Required.
-	Open Opener
+	// Open opens a connection: the mailbox layer's write opener, which
+	// only the mutation path is given. Required.
+	Open mailsession.WriteOpener
 	// IdlePeriod is WriteConnectionIdlePeriod: how long a connection is
 	// kept after its last change. Default 2 min.
 	IdlePeriod time.Duration
@@ -35,11 +34,16 @@ type ConnectionsConfig struct {
 	Logger *slog.Logger
 }
 
-// Connections holds each account's one write connection. It opens it on
-// the first change, keeps it for IdlePeriod after the last, and closes it
-// then. A second change of the same account waits for the first rather
-// than opening a second connection, and another process holding the
-// account's connection is slots.ErrFull, a deferral.
+// Connections holds each account's one write connection, as a
+// mailsession.WriteSession: the session opens, checks and replaces the
+// connection under the account's pipelines; Connections decides when an
+// account may hold one. It opens it on the first change, keeps it for
+// IdlePeriod after the last, and closes it then. A second change of the
+// same account waits for the first rather than opening a second
+// connection, and another process holding the account's connection is
+// slots.ErrFull, a deferral. A connection the server closed meanwhile is
+// replaced by the session under the same lock, so it is still one
+// connection per account.
 type Connections struct {
 	cfg ConnectionsConfig
 
@@ -52,7 +56,7 @@ type Connections struct {
 // user at a time and is what a second change waits on.
 type accountConn struct {
 	sem   chan struct{}
-	w     *imapx.WriteConnection
+	ws    *mailsession.WriteSession
 	db    *pgx.Conn
 	lock  *slots.Lock
 	timer *time.Timer
@@ -88,9 +92,7 @@ func (c *Connections) entry(account string) (*accountConn, error) {
 
 // Session is the account's write connection lent to one caller of Use.
 type Session struct {
-	c       *Connections
-	a       *accountConn
-	account string
+	ws *mailsession.WriteSession
 }
 
 // Use lends the account's write connection to fn, opening it (and taking
@@ -129,65 +131,27 @@ func (c *Connections) Use(ctx context.Context, account string, fn func(s *Sessio
 		}
 		a.db, a.lock = db, lock
 	}
-	return fn(&Session{c: c, a: a, account: account})
-}
-
-// conn returns a usable connection, opening one under the establishment
-// pipeline when there is none or the last one failed.
-func (s *Session) conn(ctx context.Context) (*imapx.WriteConnection, error) {
-	if s.a.w != nil && s.a.w.Usable() {
-		return s.a.w, nil
-	}
-	if s.a.w != nil {
-		s.a.w.Abandon()
-		s.a.w = nil
-	}
-	key := resilience.Key{Class: resilience.MailboxSessionEstablishment, Instance: s.account}
-	var opened *imapx.WriteConnection
-	err := s.c.cfg.Registry.Execute(ctx, key, resilience.OperationMailboxMutation, func(ctx context.Context) error {
-		w, err := s.c.cfg.Open(ctx, s.account)
+	if a.ws == nil {
+		ws, err := mailsession.NewWriteSession(mailsession.WriteSessionConfig{
+			Registry: c.cfg.Registry, Account: account, Open: c.cfg.Open, Logger: c.cfg.Logger,
+		})
 		if err != nil {
 			return err
 		}
-		if cerr := ctx.Err(); cerr != nil {
-			w.Abandon()
-			return cerr
-		}
-		if opened != nil {
-			opened.Abandon()
-		}
-		opened = w
-		return nil
-	})
-	if err != nil {
-		if opened != nil {
-			opened.Abandon()
-		}
-		return nil, err
+		a.ws = ws
 	}
-	s.a.w = opened
-	s.c.cfg.Logger.DebugContext(ctx, "write connection opened", slog.String("account", s.account))
-	return opened, nil
+	return fn(&Session{ws: a.ws})
 }
 
-// Command runs fn on the connection under the account's
-// MailboxDataRetrieval pipeline, after selecting path (read-write) on it;
-// an attempt after a failed one runs on a fresh connection. fn gets the
-// folder's UIDVALIDITY. A fn that issues a MOVE or COPY must not issue it
-// again in a later attempt (see Carrier), which the pipeline cannot know.
+// Command runs fn on the account's write connection after selecting path
+// (read-write) on it, under the account's MailboxDataRetrieval pipeline
+// (mailsession.WriteSession.Command): each attempt runs on a connection
+// that was checked first, and an attempt after a failed one on a fresh
+// connection. fn gets the folder's UIDVALIDITY. A fn that issues a MOVE or
+// COPY must not issue it again in a later attempt once its bytes were
+// written (see Carrier.place), which the pipeline cannot know.
 func (s *Session) Command(ctx context.Context, path string, fn func(ctx context.Context, w *imapx.WriteConnection, uidValidity uint32) error) error {
-	key := resilience.Key{Class: resilience.MailboxDataRetrieval, Instance: s.account}
-	return s.c.cfg.Registry.Execute(ctx, key, resilience.OperationMailboxMutation, func(ctx context.Context) error {
-		w, err := s.conn(ctx)
-		if err != nil {
-			return err
-		}
-		uv, err := w.Select(ctx, path)
-		if err != nil {
-			return err
-		}
-		return fn(ctx, w, uv)
-	})
+	return s.ws.Command(ctx, path, fn)
 }
 
 // closeIdle closes the account's connection when nobody used it for the
@@ -206,9 +170,8 @@ func (c *Connections) closeIdle(account string, a *accountConn) {
 // release closes a's connection and gives its lock back. The caller holds
 // a.sem.
 func (c *Connections) release(a *accountConn) {
-	if a.w != nil {
-		_ = a.w.Close()
-		a.w = nil
+	if a.ws != nil {
+		_ = a.ws.Close()
 	}
 	if a.lock != nil {
 		_ = a.lock.Release(context.Background())

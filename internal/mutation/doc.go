@@ -31,10 +31,14 @@
 //
 // One worker at a time carries a mutation (an advisory lock), and each
 // account has at most one write connection across every process
-// (Connections). Commands run under the account's MailboxDataRetrieval
-// pipeline and the connection under MailboxSessionEstablishment; a MOVE or
-// COPY whose answer was never read is not repeated by the pipeline or by
-// anything else.
+// (Connections). The connection is the mailbox layer's
+// mailsession.WriteSession: commands run under the account's
+// MailboxDataRetrieval pipeline and the connection under
+// MailboxSessionEstablishment, and one the server closed is replaced
+// before a change is given to it. A MOVE or COPY whose bytes were written
+// and whose answer was never read is not repeated by the pipeline or by
+// anything else; one that failed before a byte of it was written is an
+// ordinary failure, and is issued again.
 //
 // Nothing here logs or records mail: ids, UIDs, aliases, the mutation's
 // name and a failure code only.

@@ -47,6 +47,10 @@ var (
 	ErrNotConnected = errors.New("not connected")
 	// ErrServerBye: the server ended the conversation with BYE.
 	ErrServerBye = errors.New("server greeted with BYE")
+	// ErrConnectionEnded: the connection's reader had already seen it end
+	// — the server closed it, with or without a BYE, or the network reset
+	// it — before a command was written.
+	ErrConnectionEnded = errors.New("connection ended")
 )
 
 // CommandError reports that the server answered a command with NO or BAD. It
@@ -91,6 +95,8 @@ func TransportKind(err error) string {
 		return "connection unusable after an earlier failure; Recover replaces it"
 	case errors.Is(err, ErrNotConnected):
 		return "not connected"
+	case errors.Is(err, ErrConnectionEnded):
+		return "connection already closed by the server or the network"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return "connection closed"
 	case errors.Is(err, syscall.ECONNREFUSED):

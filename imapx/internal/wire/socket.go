@@ -16,11 +16,15 @@ import (
 // timed-out conversation the same way: Kill closes the socket itself,
 // underneath any TLS, which unblocks every reader and writer at once.
 //
-// Socket does not read or write; it only ends the connection. It does not
-// send LOGOUT or wait for anyone's reader: that is the owner's business.
+// Socket does not read or write itself; it ends the connection, and it
+// counts what is written through the stream Counted returns, which is how
+// the owner tells a command that failed before any of its bytes left from
+// one the server may have received. It does not send LOGOUT or wait for
+// anyone's reader: that is the owner's business.
 type Socket struct {
-	raw    net.Conn
-	broken atomic.Bool
+	raw     net.Conn
+	broken  atomic.Bool
+	written atomic.Int64
 }
 
 // NewSocket wraps the dialed connection raw.
@@ -36,6 +40,32 @@ func (s *Socket) Kill() {
 // Broken reports whether Kill was called: the connection can take no
 // further command.
 func (s *Socket) Broken() bool { return s.broken.Load() }
+
+// Counted returns stream — the protocol stream over this socket: the socket
+// itself, or TLS over it — with every byte its Write accepts added to
+// Written. Only what the stream's user writes is counted, never what a TLS
+// layer writes on its own (a close_notify as go-imap closes the stream, a
+// key update), so a count that did not grow over a command means none of
+// that command's bytes was written to the connection, and the server
+// cannot have received it. A count that grew says only that some bytes
+// left; whether the server read them is unknown.
+func (s *Socket) Counted(stream net.Conn) net.Conn { return &countedConn{Conn: stream, s: s} }
+
+// Written is how many bytes were written through the stream Counted
+// returned.
+func (s *Socket) Written() int64 { return s.written.Load() }
+
+// countedConn is a stream whose written bytes its Socket counts.
+type countedConn struct {
+	net.Conn
+	s *Socket
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.s.written.Add(int64(n))
+	return n, err
+}
 
 // ErrTimedOut is the cause of a *TransportError for a command that ran
 // longer than its timeout. It wraps os.ErrDeadlineExceeded, which a
