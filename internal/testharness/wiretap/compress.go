@@ -85,16 +85,21 @@ func (w *compressWatch) close() {
 // hands it a write and returns once every byte of it has been consumed
 // and what it decodes to has been recorded. The client flushes after each
 // command (RFC 4978 §4), so a command is recorded when it is written.
+//
+// in is never closed: a connection's last write and its closing come from
+// different goroutines, so the end of the stream is a channel of its own
+// (quit) that feed and the goroutine both watch.
 type inflater struct {
 	in      chan []byte   // a write's bytes, for the goroutine
 	starved chan struct{} // the goroutine consumed them all
 	dead    chan struct{} // the goroutine ended
+	quit    chan struct{} // the connection closed
 	once    sync.Once
 	record  func([]byte)
 }
 
 func startInflater(record func([]byte)) *inflater {
-	f := &inflater{in: make(chan []byte), starved: make(chan struct{}), dead: make(chan struct{}), record: record}
+	f := &inflater{in: make(chan []byte), starved: make(chan struct{}), dead: make(chan struct{}), quit: make(chan struct{}), record: record}
 	go f.run()
 	return f
 }
@@ -127,6 +132,8 @@ func (f *inflater) feed(p []byte) {
 	case f.in <- bytes.Clone(p):
 	case <-f.dead:
 		return
+	case <-f.quit:
+		return
 	}
 	select {
 	case <-f.starved:
@@ -134,7 +141,7 @@ func (f *inflater) feed(p []byte) {
 	}
 }
 
-func (f *inflater) stop() { f.once.Do(func() { close(f.in) }) }
+func (f *inflater) stop() { f.once.Do(func() { close(f.quit) }) }
 
 // feeder is the inflater's input: the writes fed to it, one after the
 // other. It reports starvation once it has handed out a whole write and
@@ -153,12 +160,13 @@ func (s *feeder) next() bool {
 			s.had = false
 			s.f.starved <- struct{}{}
 		}
-		p, ok := <-s.f.in
-		if !ok {
+		select {
+		case p := <-s.f.in:
+			s.cur, s.had = p, true
+		case <-s.f.quit:
 			s.ended = true
 			return false
 		}
-		s.cur, s.had = p, true
 	}
 	return true
 }

@@ -95,3 +95,23 @@ func TestRefusedCompressKeepsPlainRecording(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"Z1 COMPRESS DEFLATE", "A1 EXAMINE INBOX"}, r.Lines())
 }
+
+// TestInflaterFedWhileTheConnectionCloses: a client's last write and the
+// connection's closing come from different goroutines; feeding while the
+// inflater stops records what it can and never panics.
+func TestInflaterFedWhileTheConnectionCloses(t *testing.T) {
+	t.Parallel()
+	for range 200 {
+		f := startInflater(func([]byte) {})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 20 {
+				f.feed([]byte{0x00})
+			}
+		}()
+		f.stop()
+		<-done
+		<-f.dead
+	}
+}
