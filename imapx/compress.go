@@ -29,21 +29,32 @@ import (
 // on an uncompressed connection.
 
 // dialRead opens a read session's main connection: as dial does, and then,
-// when ep.Compression asks for it and the server advertises
-// COMPRESS=DEFLATE, with compression on. A server that does not advertise
-// it is not asked. A server that refuses it (NO or BAD) leaves the
-// connection uncompressed and usable; any other failure is the
-// connection's, as dial's are.
+// when ep.Compression asks for it on the address the connection reached
+// (wantsCompression) and the server advertises COMPRESS=DEFLATE, with
+// compression on. A server that does not advertise it is not asked. A
+// server that refuses it (NO or BAD) leaves the connection uncompressed and
+// usable; any other failure is the connection's, as dial's are. What was
+// decided, and why, is kept on the connection (ReadSession.Compression).
 func dialRead(ctx context.Context, ep Endpoint, opts SessionOptions) (*conn, imap.CapSet, error) {
-	if !ep.Compression {
-		return dial(ctx, ep, opts)
+	if ep.Compression != CompressionOn && ep.Compression != CompressionAuto {
+		cn, caps, err := dial(ctx, ep, opts)
+		if cn != nil {
+			cn.compression = Compression{Reason: CompressionReasonConfiguredOff}
+		}
+		return cn, caps, err
 	}
 	h := &handoff{}
 	cn, caps, err := dialVia(ctx, ep, opts, h)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !caps.Has(wire.CapCompressDeflate) {
+	ask, reason := wantsCompression(ep.Compression, cn.sock.RemoteAddr())
+	switch {
+	case !ask:
+		cn.compression = Compression{Reason: reason}
+		return cn, caps, nil
+	case !caps.Has(wire.CapCompressDeflate):
+		cn.compression = Compression{Reason: CompressionReasonNotOffered}
 		return cn, caps, nil
 	}
 	if err := h.takeOver(cn); err != nil {
@@ -66,7 +77,10 @@ func dialRead(ctx context.Context, ep Endpoint, opts SessionOptions) (*conn, ima
 		cn.shutdown()
 		return nil, nil, &TransportError{Op: "connect", Err: err}
 	}
-	cn.compressed = wc.Compressed()
+	cn.compression = Compression{InUse: wc.Compressed(), Reason: reason}
+	if refused != nil {
+		cn.compression.Reason = CompressionReasonRefused
+	}
 	return cn, caps, nil
 }
 
@@ -85,8 +99,14 @@ func preauthGreeting(caps imap.CapSet) string {
 	return "* PREAUTH [CAPABILITY " + strings.Join(names, " ") + "] connection taken over\r\n"
 }
 
-// Compressed reports whether the session's main connection runs with
-// COMPRESS=DEFLATE (Endpoint.Compression, and a server that offers it).
-func (s *ReadSession) Compressed() bool {
-	return s.cn != nil && s.cn.compressed
+// Compression reports whether the session's main connection runs with
+// COMPRESS=DEFLATE, and why (Endpoint.Compression, the address it reached
+// and what the server offered). A session with no main connection — one
+// of OpenReconcileSession, or one whose connection is being replaced —
+// reports the zero Compression.
+func (s *ReadSession) Compression() Compression {
+	if s.cn == nil {
+		return Compression{}
+	}
+	return s.cn.compression
 }

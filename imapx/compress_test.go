@@ -52,10 +52,13 @@ func TestCompressedFetchIsFaithful(t *testing.T) {
 		var rec recorder
 		ep := b.endpoint(imapx.None) // plaintext, so the recorder reads commands
 		ep.Dial = rec.Dial(p.Addr())
-		ep.Compression = compress
+		ep.Compression = imapx.CompressionOff
+		if compress {
+			ep.Compression = imapx.CompressionOn
+		}
 		before := p.Stats().ServerToClient
 		s := b.open(ep, imapx.SessionOptions{})
-		require.Equal(t, compress, s.Compressed())
+		require.Equal(t, compress, s.Compression().InUse)
 		got := fetchAll(t, b, s, 256<<10)
 		require.Len(t, got, len(uids))
 		for i, body := range got {
@@ -115,9 +118,9 @@ func TestCompressedOverTLS(t *testing.T) {
 	ep.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, p.Addr())
 	}
-	ep.Compression = true
+	ep.Compression = imapx.CompressionOn
 	s := b.open(ep, imapx.SessionOptions{})
-	require.True(t, s.Compressed())
+	require.True(t, s.Compression().InUse)
 	_, err := s.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)
 
@@ -133,7 +136,7 @@ func TestCompressedOverTLS(t *testing.T) {
 
 	_, err = s.Recover(b.ctx)
 	require.NoError(t, err)
-	require.True(t, s.Compressed())
+	require.True(t, s.Compression().InUse)
 	rest, err := s.SearchUIDs(b.ctx, got[len(got)-1].UID, timeZero)
 	require.NoError(t, err)
 	require.NoError(t, s.FetchBodies(b.ctx, rest, 1<<20, collect(&got)))
@@ -154,10 +157,10 @@ func TestCompressionNotOffered(t *testing.T) {
 	var rec recorder
 	ep := b.endpoint(imapx.None)
 	ep.Dial = rec.Dial("")
-	ep.Compression = true
+	ep.Compression = imapx.CompressionOn
 	s := b.open(ep, imapx.SessionOptions{})
 	require.False(t, s.Capabilities().Has("COMPRESS=DEFLATE"))
-	require.False(t, s.Compressed())
+	require.Equal(t, imapx.Compression{Reason: imapx.CompressionReasonNotOffered}, s.Compression())
 	got := fetchAll(t, b, s, 1<<20)
 	require.Len(t, got, len(uids))
 	for _, body := range got {
@@ -197,15 +200,71 @@ func TestCompressionRefused(t *testing.T) {
 	})
 	ep := scriptedEndpoint(srv, sasl.Plain)
 	ep.AllowClearTextOverUnencrypted = true
-	ep.Compression = true
+	ep.Compression = imapx.CompressionOn
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, asked.Load(), "COMPRESS is asked once, where it is advertised")
-	require.False(t, s.Compressed())
+	require.Equal(t, imapx.Compression{Reason: imapx.CompressionReasonRefused}, s.Compression())
 	st, err := s.Examine(ctx, "INBOX")
 	require.NoError(t, err, "the session stays usable uncompressed")
 	require.EqualValues(t, 7, st.UIDValidity)
 	require.NoError(t, s.Close())
 }
+
+// TestCompressionAuto: with CompressionAuto, a server the connection
+// reaches on the loopback is not asked for COMPRESS (nothing on the wire
+// names it) and the session says why; the same server reached at what the
+// connection reports as a public address is asked, and the session runs
+// compressed. The public address is the test's: a connection that reports
+// it while it runs over the loopback.
+func TestCompressionAuto(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	uids, want := b.seed("INBOX", []int{700, 30_000})
+	for _, tc := range []struct {
+		name   string
+		remote net.Addr
+		want   imapx.Compression
+	}{
+		{"loopback", nil, imapx.Compression{Reason: imapx.CompressionReasonLoopback}},
+		{"public", &net.TCPAddr{IP: net.ParseIP("192.0.2.10"), Port: 993}, imapx.Compression{InUse: true, Reason: imapx.CompressionReasonPublicAddress}},
+		{"private", &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 993}, imapx.Compression{Reason: imapx.CompressionReasonPrivateNetwork}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec recorder
+			ep := b.endpoint(imapx.None)
+			dial := rec.Dial("")
+			ep.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dial(ctx, network, addr)
+				if err != nil || tc.remote == nil {
+					return c, err
+				}
+				return remoteAs{c, tc.remote}, nil
+			}
+			ep.Compression = imapx.CompressionAuto
+			s := b.open(ep, imapx.SessionOptions{})
+			require.Equal(t, tc.want, s.Compression())
+			got := fetchAll(t, b, s, 1<<20)
+			require.Len(t, got, len(uids))
+			for _, body := range got {
+				require.Equal(t, want[body.UID], body.Raw)
+			}
+			require.NoError(t, s.Close())
+			if tc.want.InUse {
+				require.Contains(t, requireReadOnlyWire(t, &rec), "COMPRESS")
+			} else {
+				require.NotContains(t, strings.ToUpper(rec.String()), "COMPRESS")
+			}
+		})
+	}
+}
+
+// remoteAs is a connection that reports addr as the address it reached.
+type remoteAs struct {
+	net.Conn
+	addr net.Addr
+}
+
+func (c remoteAs) RemoteAddr() net.Addr { return c.addr }

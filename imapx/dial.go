@@ -28,8 +28,9 @@ type conn struct {
 	sock   *wire.Socket // the dialed socket, its broken flag and its kill
 	client *imapclient.Client
 	tls    bool
-	// compressed reports that COMPRESS=DEFLATE is on (compress.go).
-	compressed bool
+	// compression is what dialRead decided about COMPRESS=DEFLATE
+	// (compress.go).
+	compression Compression
 	// expunges counts the EXPUNGE responses the server sent outside an
 	// EXPUNGE command: another session removed messages from the open
 	// folder.

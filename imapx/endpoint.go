@@ -98,15 +98,15 @@ type Endpoint struct {
 	// AllowClearTextOverUnencrypted is the account's
 	// AllowClearTextAuthenticationOverUnencryptedConnection opt-in.
 	AllowClearTextOverUnencrypted bool
-	// Compression asks for COMPRESS=DEFLATE (RFC 4978) on a ReadSession's
-	// main connection, the one that fetches message content, when the
-	// server advertises it; a server that does not is not asked, and one
-	// that refuses leaves the connection uncompressed. The reconciliation,
-	// write and watch connections carry flags and identifiers only and are
-	// never compressed. False, the zero Endpoint's value, never asks;
-	// configuration's default (MAILFATHOM_ACCOUNTS_<i>_COMPRESSION_ENABLED)
-	// is true.
-	Compression bool
+	// Compression says when a ReadSession's main connection, the one that
+	// fetches message content, asks for COMPRESS=DEFLATE (RFC 4978; see
+	// CompressionPolicy); a server that does not advertise it is not
+	// asked, and one that refuses leaves the connection uncompressed. The
+	// reconciliation, write and watch connections carry flags and
+	// identifiers only and are never compressed. The zero Endpoint never
+	// asks; configuration's default (MAILFATHOM_ACCOUNTS_<i>_COMPRESSION)
+	// is CompressionAuto.
+	Compression CompressionPolicy
 	// Dial opens the TCP connection. Nil means a net.Dialer. Tests use it to
 	// route through faultproxy or to record the bytes a session sends.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -102,7 +102,7 @@ func (s *ReadSession) connect(ctx context.Context) error {
 	}
 	s.cn, s.caps = cn, caps
 	s.log.LogAttrs(ctx, slog.LevelDebug, "imap connected",
-		slog.String("account", s.ep.AccountID), slog.Bool("tls", cn.tls), slog.Bool("compressed", cn.compressed),
+		slog.String("account", s.ep.AccountID), slog.Bool("tls", cn.tls), slog.Bool("compressed", cn.compression.InUse),
 		slog.Duration("elapsed", time.Since(start)))
 	return nil
 }

@@ -87,6 +87,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		},
 		Offer: w.deps.embeddingOffer(river.ClientFromContext[pgx.Tx](ctx), logger),
 	}, logger)
+	compression := sess.Compression()
 	closeErr := sess.Close()
 	rep.Recoveries = sess.Recoveries()
 	_ = river.RecordOutput(ctx, rep)
@@ -97,6 +98,12 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		ExpungedBeforeFetch: rep.ExpungedBeforeFetch, Withheld: rep.Withheld,
 	}, err == nil && !rep.More, w.deps.Now()); rerr != nil && err == nil {
 		err = rerr
+	}
+	if compression.Reason != "" {
+		if rerr := mailstore.RecordCompression(context.WithoutCancel(ctx), conn, key, binding.Alias,
+			mailstore.Compression{InUse: compression.InUse, Reason: compression.Reason}); rerr != nil && err == nil {
+			err = rerr
+		}
 	}
 	if err != nil {
 		return err

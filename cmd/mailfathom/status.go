@@ -93,6 +93,11 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	}
 	_ = w.Flush()
 	for _, a := range rep.Accounts {
+		if c := a.Compression; c != nil {
+			fmt.Fprintf(stdout, "%s: compression %s (%s)\n", a.ID, map[bool]string{true: "on", false: "off"}[c.InUse], c.Reason)
+		}
+	}
+	for _, a := range rep.Accounts {
 		if m := a.LastFailedMutation; m != nil {
 			fmt.Fprintf(stdout, "%s: last failed mutation %s (%s, %s), failure code %s at %s\n",
 				a.ID, m.ID, m.Kind, m.State, m.FailureCode, m.At.UTC().Format(time.RFC3339))

@@ -9,6 +9,9 @@ import (
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
 
+// CompressionPolicies are the values of MAILFATHOM_ACCOUNTS_<i>_COMPRESSION.
+var CompressionPolicies = []imapx.CompressionPolicy{imapx.CompressionAuto, imapx.CompressionOn, imapx.CompressionOff}
+
 // Mode is how an account learns of new mail.
 type Mode string
 
@@ -77,10 +80,12 @@ type Account struct {
 	// MAILFATHOM_ACCOUNTS_<i>_REMOTELY_DELETED_EMAIL_DISPOSITION. Default
 	// RetainTombstone.
 	RemotelyDeletedEmailDisposition RemotelyDeletedEmailDisposition
-	// CompressionEnabled is MAILFATHOM_ACCOUNTS_<i>_COMPRESSION_ENABLED:
-	// whether the connection that fetches message content asks for
-	// COMPRESS=DEFLATE (RFC 4978) when the server offers it. Default true.
-	CompressionEnabled bool
+	// Compression is MAILFATHOM_ACCOUNTS_<i>_COMPRESSION: when the
+	// connection that fetches message content asks for COMPRESS=DEFLATE
+	// (RFC 4978) — auto, only for a server that is not on a loopback,
+	// link-local or private address; on, whenever the server offers it;
+	// off, never. Default auto.
+	Compression imapx.CompressionPolicy
 	// TransportSecurity is the account's transport security policy.
 	TransportSecurity TransportSecurity
 	// Folders are MAILFATHOM_ACCOUNTS_<i>_FOLDERS_<j>_*, in index order.
@@ -97,7 +102,7 @@ type rawAccount struct {
 	Mode                            string       `env:"MODE" envDefault:"Polling"`
 	EarliestEmailReceivedDate       string       `env:"EARLIEST_EMAIL_RECEIVED_DATE"`
 	RemotelyDeletedEmailDisposition string       `env:"REMOTELY_DELETED_EMAIL_DISPOSITION" envDefault:"RetainTombstone"`
-	CompressionEnabled              string       `env:"COMPRESSION_ENABLED" envDefault:"true"`
+	Compression                     string       `env:"COMPRESSION" envDefault:"auto"`
 	Transport                       rawTransport // no prefix: CONNECTION_SECURITY etc. sit beside ID
 	OAuth                           rawOAuth     // no prefix: OAUTH_TOKEN_ENDPOINT etc. sit beside ID
 	Folders                         []rawFolder  `envPrefix:"FOLDERS_"`
@@ -164,7 +169,9 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 		a.EarliestEmailReceivedDate = convertEarliestDate(c, v("EARLIEST_EMAIL_RECEIVED_DATE"), label, raw.EarliestEmailReceivedDate)
 	}
 
-	a.CompressionEnabled = c.boolean(v("COMPRESSION_ENABLED"), raw.CompressionEnabled)
+	if p, ok := enumIn(c, v("COMPRESSION"), label+": ", raw.Compression, CompressionPolicies); ok {
+		a.Compression = p
+	}
 
 	t, securityOK, mechanismsOK := convertTransport(c, i, label, raw.Transport)
 	a.TransportSecurity = t

@@ -114,7 +114,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 		"MAILFATHOM_ACCOUNTS_0_MODE":                                "Polling",
 		"MAILFATHOM_ACCOUNTS_0_EARLIEST_EMAIL_RECEIVED_DATE":        "2026-03-16",
 		"MAILFATHOM_ACCOUNTS_0_REMOTELY_DELETED_EMAIL_DISPOSITION":  "EraseLocalCopy",
-		"MAILFATHOM_ACCOUNTS_0_COMPRESSION_ENABLED":                 "false",
+		"MAILFATHOM_ACCOUNTS_0_COMPRESSION":                         "off",
 		"MAILFATHOM_ACCOUNTS_0_CONNECTION_SECURITY":                 "StartTlsRequired",
 		"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "scram-sha-256, PLAIN,plain , Scram-Sha-256",
 		"MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST":                   "AdditionalTrustedAuthority",
@@ -188,7 +188,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 			Mode:                            ModePolling,
 			EarliestEmailReceivedDate:       time.Date(2026, time.March, 16, 0, 0, 0, 0, time.UTC),
 			RemotelyDeletedEmailDisposition: EraseLocalCopy,
-			CompressionEnabled:              false,
+			Compression:                     imapx.CompressionOff,
 			TransportSecurity: TransportSecurity{
 				ConnectionSecurity:                imapx.StartTLSRequired,
 				PermittedAuthenticationMechanisms: []sasl.Mechanism{sasl.ScramSHA256, sasl.Plain},
@@ -206,7 +206,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 			Password:                        secret.Reference{Scheme: "env", Target: "SENTINEL_LEGACY"},
 			Mode:                            ModePolling,
 			RemotelyDeletedEmailDisposition: RetainTombstone,
-			CompressionEnabled:              true,
+			Compression:                     imapx.CompressionAuto,
 			TransportSecurity: TransportSecurity{
 				ConnectionSecurity:                                    imapx.None,
 				PermittedAuthenticationMechanisms:                     []sasl.Mechanism{sasl.Plain, sasl.Login},

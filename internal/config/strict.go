@@ -121,6 +121,11 @@ func explainUnknown(k string, raw rawConfig) string {
 			}
 		}
 	}
+	if m := accountIndexPattern.FindStringSubmatch(k); m != nil {
+		if replacement, ok := retiredAccountVariables[m[2]]; ok {
+			return "is no longer read: " + replacement.why + "; did you mean " + accountVar(mustAtoi(m[1]), replacement.name) + "?"
+		}
+	}
 	msg := "is not a MailFathom variable"
 	if strings.HasPrefix(k, resilienceSectionPrefix) {
 		msg += explainUnknownResilience(k)
@@ -129,6 +134,20 @@ func explainUnknown(k string, raw rawConfig) string {
 		msg += "; did you mean " + s + "?"
 	}
 	return msg
+}
+
+// retiredAccountVariables are account variables an earlier release read,
+// by the name after MAILFATHOM_ACCOUNTS_<i>_, with the variable that
+// replaced each and how its values translate. Setting one fails startup
+// like any unknown variable, saying what to set instead, rather than
+// being read under its old meaning.
+var retiredAccountVariables = map[string]struct{ name, why string }{
+	"COMPRESSION_ENABLED": {"COMPRESSION", "COMPRESSION (auto, on or off) replaced it: true was on, false is off, and the default is now auto"},
+}
+
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // canonicalIndex parses an index written without leading zeros.

@@ -20,6 +20,8 @@ func TestUnknownVariables(t *testing.T) {
 		{"singular accounts keeps index", map[string]string{"MAILFATHOM_ACCOUNT_1_HOST": "x"}, "MAILFATHOM_ACCOUNT_1_HOST", "did you mean MAILFATHOM_ACCOUNTS_1_HOST?"},
 		{"folder keeps both indexes", map[string]string{"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIASES": "x"}, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIASES", "did you mean MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS?"},
 		{"misspelled secret variable hides its value", map[string]string{"MAILFATHOM_ACCOUNTS_1_PASWORD": "file:/SENTINEL"}, "MAILFATHOM_ACCOUNTS_1_PASWORD", "did you mean MAILFATHOM_ACCOUNTS_1_PASSWORD?"},
+		{"retired compression switch", map[string]string{"MAILFATHOM_ACCOUNTS_1_COMPRESSION_ENABLED": "false"}, "MAILFATHOM_ACCOUNTS_1_COMPRESSION_ENABLED",
+			"is no longer read: COMPRESSION (auto, on or off) replaced it: true was on, false is off, and the default is now auto; did you mean MAILFATHOM_ACCOUNTS_1_COMPRESSION?"},
 		{"backfill", map[string]string{"MAILFATHOM_BACKFILL_ENABLE": "false"}, "MAILFATHOM_BACKFILL_ENABLE", "did you mean MAILFATHOM_BACKFILL_ENABLED?"},
 		{"OAuth variable without its separator", map[string]string{"MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENTSECRET": "file:/SENTINEL"}, "MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENTSECRET", "did you mean MAILFATHOM_ACCOUNTS_1_OAUTH_CLIENT_SECRET?"},
 		{"OAuth variable outside its block", map[string]string{"MAILFATHOM_ACCOUNTS_0_TOKEN_ENDPOINT": "https://id.example.test/token"}, "MAILFATHOM_ACCOUNTS_0_TOKEN_ENDPOINT", "did you mean MAILFATHOM_ACCOUNTS_0_OAUTH_TOKEN_ENDPOINT?"},

@@ -90,7 +90,8 @@ func TestLoadRejects(t *testing.T) {
 		// Booleans and addresses.
 		{"bool", map[string]string{"MAILFATHOM_SYNC_ENABLED": "yes"}, "MAILFATHOM_SYNC_ENABLED", "must be true or false", ""},
 		{"account bool", map[string]string{a0 + "ALLOW_INSECURE_CONNECTION": "on"}, a0 + "ALLOW_INSECURE_CONNECTION", "must be true or false", ""},
-		{"compression bool", map[string]string{a0 + "COMPRESSION_ENABLED": "deflate"}, a0 + "COMPRESSION_ENABLED", "must be true or false", ""},
+		{"compression", map[string]string{a0 + "COMPRESSION": "true"}, a0 + "COMPRESSION", "Account 'primary': must be one of auto, on, off", ""},
+		{"compression wrong case", map[string]string{a0 + "COMPRESSION": "Auto"}, a0 + "COMPRESSION", "did you mean auto?", ""},
 		{"http addr without port", map[string]string{"MAILFATHOM_HTTP_ADDR": "localhost"}, "MAILFATHOM_HTTP_ADDR", "must be host:port", ""},
 		{"http addr named port", map[string]string{"MAILFATHOM_HTTP_ADDR": "localhost:http"}, "MAILFATHOM_HTTP_ADDR", "numeric port", ""},
 		{"ui username with colon", map[string]string{"MAILFATHOM_UI_USERNAME": "a:b"}, "MAILFATHOM_UI_USERNAME", "colon", ""},

@@ -58,8 +58,8 @@ const (
 // embedded default's. MAILFATHOM_BENCH_STATEMENTS=N (durable cluster only)
 // loads pg_stat_statements and prints the N statements that took the most
 // time in each run. MAILFATHOM_BENCH_COMPRESSION=compare runs every
-// iteration twice, with the default (COMPRESS=DEFLATE on) and with
-// MAILFATHOM_ACCOUNTS_0_COMPRESSION_ENABLED=false, each into a fresh
+// iteration twice, with MAILFATHOM_ACCOUNTS_0_COMPRESSION=on and with
+// MAILFATHOM_ACCOUNTS_0_COMPRESSION=off, each into a fresh
 // database, and reports the second as nocompress_*. MAILFATHOM_BENCH_LINK=slow
 // puts faultproxy between Dovecot and both serve and mbsync, shaped like a
 // long, narrow path (slowLink: 20 ms each way, 100 Mbit/s each way), and
@@ -172,7 +172,7 @@ func BenchmarkFirstSync(b *testing.B) {
 
 	var total, plain benchRun
 	var withProfile, withoutProfile benchRun
-	variants := []bool{true} // compression on, the default
+	variants := []bool{true} // compression on
 	if compare {
 		variants = append(variants, false)
 	}
@@ -181,7 +181,7 @@ func BenchmarkFirstSync(b *testing.B) {
 	for i := range b.N {
 		for _, compress := range variants {
 			b.StopTimer()
-			bundle.env["MAILFATHOM_ACCOUNTS_0_COMPRESSION_ENABLED"] = strconv.FormatBool(compress)
+			bundle.env["MAILFATHOM_ACCOUNTS_0_COMPRESSION"] = map[bool]string{true: "on", false: "off"}[compress]
 			profiled := mode != "" && (mode != "compare" || i%2 == 0)
 			for k, v := range profileEnv {
 				if profiled {

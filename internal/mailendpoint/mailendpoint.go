@@ -68,7 +68,7 @@ func Endpoint(ctx context.Context, a config.Account, env Env) (imapx.Endpoint, e
 		PermittedMechanisms:           a.TransportSecurity.PermittedAuthenticationMechanisms,
 		AllowInsecureConnection:       a.TransportSecurity.AllowInsecureConnection,
 		AllowClearTextOverUnencrypted: a.TransportSecurity.AllowClearTextAuthenticationOverUnencryptedConnection,
-		Compression:                   a.CompressionEnabled,
+		Compression:                   a.Compression,
 	}
 	if a.TransportSecurity.CertificateTrust == config.AdditionalTrustedAuthority {
 		anchor, err := LoadAnchor(ctx, a, mode, resolver)

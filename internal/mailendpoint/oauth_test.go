@@ -333,11 +333,11 @@ func TestPasswordAccountHasNoTokenSource(t *testing.T) {
 	require.NoError(t, err, "a password account needs no token source")
 	require.Nil(t, ep.Token)
 	require.NotNil(t, ep.Password)
-	require.True(t, ep.Compression, "compression is on by default")
-	b.account.CompressionEnabled = false
+	require.Equal(t, imapx.CompressionAuto, ep.Compression, "compression is auto by default")
+	b.account.Compression = imapx.CompressionOff
 	ep, err = mailendpoint.Endpoint(b.ctx, b.account, mailendpoint.Env{Mode: b.env.Mode, Resolver: b.env.Resolver, Registry: b.registry})
 	require.NoError(t, err)
-	require.False(t, ep.Compression, "MAILFATHOM_ACCOUNTS_<i>_COMPRESSION_ENABLED=false")
+	require.Equal(t, imapx.CompressionOff, ep.Compression, "MAILFATHOM_ACCOUNTS_<i>_COMPRESSION=off")
 	// A metric exists for the sweep.
 	_, err = resilience.Get(b.ctx, b.registry, resilience.Key{Class: resilience.MailboxSessionEstablishment, Instance: "x"}, "noop", func(context.Context) (int, error) { return 0, nil })
 	require.NoError(t, err)

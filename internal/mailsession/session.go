@@ -78,6 +78,10 @@ func Open(ctx context.Context, registry *resilience.Registry, instance, operatio
 	return s, nil
 }
 
+// Compression is what the session's current connection decided about
+// COMPRESS=DEFLATE, and why (imapx.ReadSession.Compression).
+func (s *Session) Compression() imapx.Compression { return s.s.Compression() }
+
 // Recoveries is how many times the session was re-established after a
 // failed attempt.
 func (s *Session) Recoveries() int { return s.recoveries }

@@ -150,6 +150,26 @@ func RecordPass(ctx context.Context, q Querier, accountKey, alias string, c Pass
 	return nil
 }
 
+// Compression is what a forward pass decided about COMPRESS=DEFLATE on
+// its content connection, and why.
+type Compression struct {
+	InUse  bool
+	Reason string
+}
+
+// RecordCompression records c as what accountKey's alias decided in its
+// latest pass. A decision equal to the recorded one writes nothing.
+func RecordCompression(ctx context.Context, q Querier, accountKey, alias string, c Compression) error {
+	if _, err := q.Exec(ctx, `
+		UPDATE folder_states SET compression_in_use = $3, compression_reason = $4
+		WHERE account_key = $1 AND alias = $2
+		  AND (compression_in_use IS DISTINCT FROM $3 OR compression_reason IS DISTINCT FROM $4)`,
+		accountKey, alias, c.InUse, c.Reason); err != nil {
+		return fmt.Errorf("mailstore: record the compression decision: %w", err)
+	}
+	return nil
+}
+
 // FolderState is a row of folder_states.
 type FolderState struct {
 	AccountKey, Alias   string
@@ -161,6 +181,9 @@ type FolderState struct {
 	// EffectiveMode is ModePush or ModePolling as a push account's watch
 	// last recorded it, "" when none has.
 	EffectiveMode string
+	// Compression is what the latest pass decided about compression; nil
+	// before the first pass that opened a content connection.
+	Compression *Compression
 }
 
 // RunStates returns every account's and folder alias's state.
@@ -175,16 +198,22 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 	}
 	rows, err = q.Query(ctx, `SELECT account_key, alias, stored, oversized, unreadable, excluded_by_date,
 		expunged_before_fetch, content_withheld, last_pass_at, last_success_at, last_failure_at,
-		coalesce(last_failure_identity, ''), coalesce(effective_mode, '')
+		coalesce(last_failure_identity, ''), coalesce(effective_mode, ''), compression_in_use, coalesce(compression_reason, '')
 		FROM folder_states ORDER BY account_key, alias`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
 	}
 	folders, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FolderState, error) {
 		var f FolderState
+		var inUse *bool
+		var reason string
 		c := &f.Counts
 		err := r.Scan(&f.AccountKey, &f.Alias, &c.Stored, &c.Oversized, &c.Unreadable, &c.ExcludedByDate,
-			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode)
+			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode,
+			&inUse, &reason)
+		if inUse != nil {
+			f.Compression = &Compression{InUse: *inUse, Reason: reason}
+		}
 		return f, err
 	})
 	if err != nil {

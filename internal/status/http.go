@@ -85,6 +85,7 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f
 <p>{{with .Embedding}}Embedding {{.Model}} ({{.Dimensions}} dimensions): {{.BacklogJobs}} embed job(s) waiting, {{.AwaitingMessages}} message(s) awaiting vectors.{{else}}Embedding: no profile configured.{{end}}</p>
 {{range .Accounts}}<h2>{{.ID}}</h2>
 <p>Mode {{.ConfiguredMode}}.
+{{with .Compression}}Compression {{if .InUse}}on{{else}}off{{end}}: {{.Reason}}.{{end}}
 {{with .NextRun}}Next run: {{.Why}}{{if gt .InSeconds 0.0}}, in {{in .InSeconds}}{{end}}.{{else}}No run is coming.{{end}}
 {{if .ConsecutiveFailures}}<span class="bad">{{.ConsecutiveFailures}} failed run(s) in a row; backoff {{in .BackoffSeconds}}.</span>{{end}}
 {{with .LastFailure}}Last failure: <span class="bad">{{.Identity}}</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}

@@ -134,8 +134,21 @@ type Account struct {
 	LastFailedMutation *FailedMutation `json:"last_failed_mutation,omitempty"`
 	// AwaitingVectors counts the account's served messages awaiting
 	// vectors under the active profile; nil when no profile is configured.
-	AwaitingVectors *int64   `json:"awaiting_vectors,omitempty"`
-	Folders         []Folder `json:"folders"`
+	AwaitingVectors *int64 `json:"awaiting_vectors,omitempty"`
+	// Compression is whether the account's most recent forward pass read
+	// mail over a compressed connection, and why; nil before its first
+	// pass.
+	Compression *Compression `json:"compression,omitempty"`
+	Folders     []Folder     `json:"folders"`
+}
+
+// Compression is what a forward pass decided about COMPRESS=DEFLATE.
+type Compression struct {
+	InUse bool `json:"in_use"`
+	// Reason says why, in a fixed phrase: "configured on", "the server is
+	// on a loopback address", "the server does not offer
+	// COMPRESS=DEFLATE", ….
+	Reason string `json:"reason"`
 }
 
 // Why a next run is when it is.
@@ -309,9 +322,14 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		if run, ok := runs[key]; ok {
 			acct.NextRun = nextRun(run, failures, r.GeneratedAt)
 		}
+		var latest *time.Time
 		for _, alias := range aliases(a) {
 			k := folderKey{key, alias}
 			fs, c := folderState[k], content[k]
+			if fs.Compression != nil && fs.LastPassAt != nil && (latest == nil || fs.LastPassAt.After(*latest)) {
+				latest = fs.LastPassAt
+				acct.Compression = &Compression{InUse: fs.Compression.InUse, Reason: fs.Compression.Reason}
+			}
 			mode := string(config.ModePolling)
 			if a.Mode == config.ModePush && fs.EffectiveMode == mailstore.ModePush {
 				mode = mailstore.ModePush

@@ -3,7 +3,6 @@ package wire
 import (
 	"bufio"
 	"bytes"
-	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/klauspost/compress/flate"
 )
 
 // CapCompressDeflate is the capability of a server that accepts COMPRESS
@@ -94,6 +94,11 @@ type deflateConn struct {
 // compressed bytes from in, a buffered reader over stream that may hold
 // some of them already. (in is an io.ByteReader, so the inflater reads
 // no further than its own blocks.)
+//
+// The inflater is github.com/klauspost/compress's: reading the content
+// of a compressed connection is most of what compression costs this side,
+// and it inflates realistic mail in about two thirds of the standard
+// library's time (BenchmarkInflate).
 func newDeflateConn(stream net.Conn, in *bufio.Reader) (*deflateConn, error) {
 	w, err := flate.NewWriter(stream, flate.BestSpeed)
 	if err != nil {

@@ -41,6 +41,9 @@ func (s *Socket) Kill() {
 // further command.
 func (s *Socket) Broken() bool { return s.broken.Load() }
 
+// RemoteAddr is the address the connection reached.
+func (s *Socket) RemoteAddr() net.Addr { return s.raw.RemoteAddr() }
+
 // Counted returns stream — the protocol stream over this socket: the socket
 // itself, or TLS over it — with every byte its Write accepts added to
 // Written. Only what the stream's user writes is counted, never what a TLS

@@ -1,0 +1,3 @@
+ALTER TABLE folder_states
+    DROP COLUMN compression_in_use,
+    DROP COLUMN compression_reason;
