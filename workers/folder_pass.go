@@ -151,6 +151,9 @@ func logReport(ctx context.Context, logger *slog.Logger, rep forwardpass.Report,
 	if rep.ProgressReset {
 		attrs = append(attrs, slog.Bool("progress_reset", true))
 	}
+	if rep.Cycle != "" {
+		attrs = append(attrs, slog.String("cycle", rep.Cycle))
+	}
 	if n := rep.WithheldChanges(); n > 0 {
 		// On a line of its own: mail MailFathom filed here is not new mail.
 		logger.InfoContext(ctx, "discoveries recognized as changes of MailFathom's own and withheld",

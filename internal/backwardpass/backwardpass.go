@@ -9,11 +9,17 @@
 // window is chosen and applied by package mailstore; this package decides
 // what the server's answer means.
 //
-// Where the server reports modification sequences, a folder is walked
-// window by window through one reconciliation cycle: the first window's
-// pass records the sequence the server reported and when, and the pass
-// that finds every live occurrence observed since then records that
-// sequence on the checkpoint. From then on a pass asks the whole folder
+// Where the server reports modification sequences, a folder's first
+// synchronization is its first reconciliation cycle (package forwardpass
+// begins it and completes it), so the first window after it is already
+// narrowed. A folder without a recorded sequence and no cycle in progress
+// — stored before sequences were tracked, or back from a server that
+// stopped reporting them — is walked window by window through a cycle of
+// the backward pass's own: the first window's pass records the sequence
+// the server reported and when, and the pass that finds every live
+// occurrence observed since then records that sequence on the checkpoint;
+// a window can equally complete a cycle the forward pass began (a carried
+// relocation it had to ask about first). From then on a pass asks the whole folder
 // what changed since the recorded sequence — one command with QRESYNC, two
 // with CONDSTORE alone — and records the new one, so a quiet folder of any
 // size costs a few commands a run and a change anywhere in it is seen by

@@ -133,6 +133,19 @@ func (b *testBundle) pass(t testing.TB, sess backwardpass.Session, size int) bac
 	return rep
 }
 
+// storedBeforeSequences leaves the folder as a version of MailFathom that
+// neither stored the flags it fetched as observations nor tracked
+// modification sequences would have left it: every occurrence never
+// observed, no sequence and no cycle. A reconciliation cycle of the
+// backward pass's own starts from there (as it does once a server reports
+// sequences again after it stopped).
+func (b *testBundle) storedBeforeSequences(t testing.TB) {
+	t.Helper()
+	_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_flags_observed_at = NULL WHERE mail_folder_id = $1`, b.binding.ID)
+	require.NoError(t, err)
+	require.NoError(t, mailstore.ForgetModSeq(b.ctx, b.pool, b.binding.ID, b.checkpoint(t).UIDValidity))
+}
+
 // passUntilCycleEnds runs passes until one completes the reconciliation
 // cycle, and returns how many it took; no sequence is recorded before.
 func (b *testBundle) passUntilCycleEnds(t testing.TB, sess backwardpass.Session, size, most int) int {
@@ -157,14 +170,15 @@ func (b *testBundle) checkpoint(t testing.TB) mailstore.Checkpoint {
 	return cp
 }
 
-// local reads the stored state of one UID: its flags, and " [tombstone]"
-// once its disappearance was observed.
+// local reads the stored state of one UID of the checkpoint's UID space:
+// its flags, and " [tombstone]" once its disappearance was observed.
 func (b *testBundle) local(t testing.TB, uid imap.UID) string {
 	t.Helper()
 	var state string
 	require.NoError(t, b.pool.QueryRow(b.ctx, `
-		SELECT array_to_string(remote_flags, ' ') || CASE WHEN remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
-		FROM stored_emails WHERE mail_folder_id = $1 AND uid = $2`, b.binding.ID, int64(uid)).Scan(&state))
+		SELECT array_to_string(e.remote_flags, ' ') || CASE WHEN e.remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
+		FROM stored_emails e JOIN synchronization_checkpoints c ON c.mail_folder_id = e.mail_folder_id AND c.uid_validity = e.uid_validity
+		WHERE e.mail_folder_id = $1 AND e.uid = $2`, b.binding.ID, int64(uid)).Scan(&state))
 	return state
 }
 
@@ -191,11 +205,12 @@ func commandsAfterExamine(tap *wiretap.Recorder) []int {
 }
 
 // TestCycleNarrowsAFolderLargerThanTheWindow: a folder five times the
-// window is walked through one cycle, which records the sequence observed
-// when it began; from then on every pass asks the whole folder what
-// changed, so a quiet pass sends a command or two and a flag change and an
-// expunge far from any window are both seen by the next pass. Without
-// modification sequences passes stay window by window.
+// window, stored before sequences were tracked, is walked through one
+// cycle, which records the sequence observed when it began; from then on
+// every pass asks the whole folder what changed, so a quiet pass sends a
+// command or two and a flag change and an expunge far from any window are
+// both seen by the next pass. Without modification sequences passes stay
+// window by window.
 func TestCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
@@ -215,6 +230,7 @@ func TestCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 			b := setup(t, srv, 50)
 			sess := b.open(t)
 			b.storeAll(t, sess)
+			b.storedBeforeSequences(t)
 
 			if tc.mode == "FLAGS" {
 				for range 12 {
@@ -285,6 +301,7 @@ func TestCycleSurvivesAKill(t *testing.T) {
 	b := setup(t, nil, 30)
 	sess := b.open(t)
 	b.storeAll(t, sess)
+	b.storedBeforeSequences(t)
 
 	killedPass := func(sess backwardpass.Session) {
 		t.Helper()
@@ -335,41 +352,35 @@ func TestCycleSurvivesAKill(t *testing.T) {
 }
 
 // TestCycleEndsWithTheUIDSpace: a folder recreated under another
-// UIDVALIDITY drops both the cycle in progress and a recorded sequence
-// when the forward pass resets the checkpoint, and the new UID space
-// starts a cycle of its own.
+// UIDVALIDITY drops the cycle in progress when the forward pass resets the
+// checkpoint, and the new UID space's first synchronization records a
+// sequence of its own.
 func TestCycleEndsWithTheUIDSpace(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, 30)
 	sess := b.open(t)
 	b.storeAll(t, sess)
+	b.storedBeforeSequences(t)
+	// The old UID space's sequence moves well past where the new one's
+	// starts, so the two cannot be mistaken for each other.
+	for uid := imap.UID(1); uid <= 5; uid++ {
+		b.user.SetFlags(folder, uid, []imap.Flag{imap.FlagFlagged}, nil)
+	}
 	require.Equal(t, "started", b.pass(t, sess, 10).Cycle)
 	old := b.checkpoint(t)
 	require.NotNil(t, old.Cycle)
 
 	validity := b.user.RecreateFolder(folder)
 	b.seed(t, 100, 20)
+	began := b.user.HighestModSeq(folder)
+	require.Less(t, began, old.Cycle.ModSeq)
 	fresh := b.open(t)
 	b.storeAll(t, fresh)
 	cp := b.checkpoint(t)
 	require.Equal(t, validity, cp.UIDValidity)
-	require.Nil(t, cp.Cycle, "a cycle of the abandoned UID space is dropped with it")
-	require.Nil(t, cp.HighestModSeq)
-
-	rep := b.pass(t, fresh, 10)
-	require.False(t, rep.Narrowed)
-	require.Equal(t, "started", rep.Cycle)
-	require.NotNil(t, b.checkpoint(t).Cycle)
-
-	// And a recorded sequence is dropped as well.
-	b.passUntilCycleEnds(t, fresh, 10, 10)
-	require.NotNil(t, b.checkpoint(t).HighestModSeq)
-	b.user.RecreateFolder(folder)
-	b.seed(t, 200, 5)
-	again := b.open(t)
-	b.storeAll(t, again)
-	require.Nil(t, b.checkpoint(t).HighestModSeq)
-	require.False(t, b.pass(t, again, 10).Narrowed)
+	require.Nil(t, cp.Cycle)
+	require.Equal(t, began, *cp.HighestModSeq, "a cycle of the abandoned UID space is dropped with it")
+	require.True(t, b.pass(t, fresh, 10).Narrowed)
 }
 
 // TestCycleForgottenWhenTheServerLosesCondStore: a server that stops
@@ -382,7 +393,6 @@ func TestCycleForgottenWhenTheServerLosesCondStore(t *testing.T) {
 	b := setup(t, srv, 20)
 	sess := b.open(t)
 	b.storeAll(t, sess)
-	b.passUntilCycleEnds(t, sess, 10, 10)
 	require.NotNil(t, b.checkpoint(t).HighestModSeq)
 
 	srv.RestartWith(dovecot.WithCapability("IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -32,10 +33,13 @@ type bodyStream struct {
 	// first is the first UID the stream was started for, before the
 	// batch's join.
 	first uint32
-	// metaReady is closed once meta and metaErr are set. A metadata
-	// failure is the batch's, and no body follows it.
+	// metaReady is closed once meta, metaAt and metaErr are set. A
+	// metadata failure is the batch's, and no body follows it. metaAt is
+	// when the FETCH that returned meta was sent: the flags in meta are an
+	// observation made no earlier.
 	metaReady chan struct{}
 	meta      []imapx.MessageMetadata
+	metaAt    time.Time
 	metaErr   error
 	// bodies carries the messages read, in the order the server sent them;
 	// it is closed when the fetch has ended. Then requested and err are
@@ -47,10 +51,11 @@ type bodyStream struct {
 	// the stream reads following's metadata (followingRead, followingMeta,
 	// followingErr, set when done is closed), so following's stream can
 	// ask for content at once.
-	following     []uint32
-	followingRead bool
-	followingMeta []imapx.MessageMetadata
-	followingErr  error
+	following       []uint32
+	followingRead   bool
+	followingMeta   []imapx.MessageMetadata
+	followingMetaAt time.Time
+	followingErr    error
 
 	budget *semaphore.Weighted
 	limit  int64
@@ -85,6 +90,7 @@ func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *
 		}
 		s.read(ctx, p, uids, from)
 		if s.metaErr == nil && s.err == nil && len(following) > 0 && quit.Err() == nil {
+			s.followingMetaAt = time.Now()
 			s.followingMeta, s.followingErr = p.sess.FetchMetadata(ctx, following)
 			s.followingRead = true
 		}
@@ -97,8 +103,9 @@ func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *
 func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bodyStream) {
 	defer close(s.bodies)
 	if from != nil && from.followingRead && len(from.following) > 0 && from.following[0] == uids[0] {
-		s.meta, s.metaErr = from.followingMeta, from.followingErr
+		s.meta, s.metaAt, s.metaErr = from.followingMeta, from.followingMetaAt, from.followingErr
 	} else {
+		s.metaAt = time.Now()
 		s.meta, s.metaErr = p.sess.FetchMetadata(ctx, uids)
 	}
 	close(s.metaReady)
@@ -160,10 +167,11 @@ func (s *bodyStream) weight(b imapx.Body) int64 {
 	return min(max(int64(len(b.Raw)), 1), s.limit)
 }
 
-// metadata waits for the stream's metadata.
-func (s *bodyStream) metadata() ([]imapx.MessageMetadata, error) {
+// metadata waits for the stream's metadata and returns it with when its
+// FETCH was sent.
+func (s *bodyStream) metadata() ([]imapx.MessageMetadata, time.Time, error) {
 	<-s.metaReady
-	return s.meta, s.metaErr
+	return s.meta, s.metaAt, s.metaErr
 }
 
 // abandon stops the stream, dropping what it has not handed over, and

@@ -19,6 +19,18 @@
 // uncommitted writes, which the next pass fetches again; every write is an
 // upsert on the occurrence identity, so nothing is doubled.
 //
+// The flags each metadata FETCH returns are stored as an observation made
+// when it was sent, so stored mail is as current in the reconciliation
+// queue as a window's answer would make it. Where the server reports
+// modification sequences, a pass that walks a UID space from its start (a
+// folder's first synchronization, or a recreated folder's) begins a
+// reconciliation cycle with the HIGHESTMODSEQ of its EXAMINE, and the pass
+// that walks that space to its end completes it when every stored
+// occurrence was observed since, as a window would: the first
+// synchronization is the folder's first cycle, and the window that follows
+// it asks the whole folder only what changed since that EXAMINE. A pass
+// that ends earlier records no sequence.
+//
 // It is the mirror of package backwardpass, which asks the server about
 // mail already stored.
 package forwardpass
@@ -29,7 +41,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,6 +68,11 @@ type Session interface {
 	FetchMetadata(ctx context.Context, uids []uint32) ([]imapx.MessageMetadata, error)
 	FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error
 	ExistingUIDs(ctx context.Context, uids []uint32) ([]uint32, error)
+	// ReconcileMode is the question a reconciliation window asks the
+	// server: the pass takes the HIGHESTMODSEQ its EXAMINE reports as a
+	// reconciliation cycle's sequence only where it is not imapx.Plain, as
+	// a server may report one it does not advertise CONDSTORE for.
+	ReconcileMode() imapx.ReconcileMode
 }
 
 // MaxWithheldPasses is how many passes a message the server lists but
@@ -178,6 +197,13 @@ type Report struct {
 	// made it the one served, and how many occurrences of the old one are
 	// kept but no longer served.
 	Scope mailstore.ScopeChange `json:"scope,omitzero"`
+	// Cycle is what the pass did to the folder's reconciliation cycle:
+	// "started" (it walks a UID space from its start on a server that
+	// reports modification sequences), "completed" (it walked the UID
+	// space to its end and every stored occurrence was observed since the
+	// cycle began), both, "forgotten" (the server reported no usable
+	// sequence for the folder), or empty.
+	Cycle string `json:"cycle,omitempty"`
 	// More reports that work remains beyond this pass's batch bound.
 	More bool `json:"more"`
 	// CarriedByMailFathom counts discoveries a relocation of MailFathom's
@@ -214,6 +240,9 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 	if err != nil {
 		return rep, err
 	}
+	// The server had reached state.HighestModSeq by now, and every fetch
+	// of this pass is sent after it.
+	examined := time.Now()
 	rep.UIDValidity = state.UIDValidity
 
 	p := pass{db: db, sess: sess, binding: binding, lim: lim, logger: logger, state: state, rep: &rep}
@@ -227,8 +256,63 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 			logger.WarnContext(ctx, "folder UIDVALIDITY changed; its progress starts over")
 		}
 	}
+	// A window asks a server that advertises no CONDSTORE without
+	// sequences, so a HIGHESTMODSEQ it reports anyway begins no cycle.
+	modSeq := state.HighestModSeq
+	if sess.ReconcileMode() == imapx.Plain {
+		modSeq = 0
+	}
+	p.cycle = planCycle(p.expected, state.UIDValidity, modSeq, p.after, examined)
 	rep.CheckpointUID = p.after
 	return rep, p.run(ctx)
+}
+
+// cyclePlan is what a pass does to the folder's reconciliation cycle
+// (package mailstore, reconciliation_cycle.go): forget and start take
+// effect with the pass's first checkpoint write, complete with its final
+// one.
+type cyclePlan struct {
+	// forget drops the cycle in progress: the server reports no usable
+	// sequence for the folder (it lost CONDSTORE, or the folder reports
+	// NOMODSEQ), or one below the cycle's. A recorded sequence without a
+	// cycle is left to the window that follows, which narrows by it and
+	// forgets it by the same rule.
+	forget bool
+	// start, when set, is the cycle the pass begins: it walks the UID space
+	// from its start, so every occurrence it stores is observed after its
+	// EXAMINE, and no sequence is recorded in that space.
+	start *mailstore.ReconcileCycle
+	// complete lets the final write complete the cycle in progress (or
+	// the one the pass begins): the server reports a sequence, at or above
+	// the cycle's.
+	complete bool
+}
+
+// planCycle decides the pass's cyclePlan from the checkpoint it read
+// (expected, nil for none), the UIDVALIDITY and the HIGHESTMODSEQ (0 for
+// none) of its EXAMINE, the UID it walks from and when the EXAMINE
+// answered. It applies a reconciliation window's rules to the same answer,
+// except that only a pass walking a UID space from its start begins a
+// cycle: one that starts above a checkpoint leaves that to the window that
+// follows it, since mail it did not read may predate any cycle.
+func planCycle(expected *mailstore.Checkpoint, uidValidity uint32, modSeq uint64, after uint32, examined time.Time) cyclePlan {
+	var plan cyclePlan
+	sameScope := expected != nil && expected.UIDValidity == uidValidity
+	inCycle := sameScope && expected.Cycle != nil
+	usable := modSeq > 0 && modSeq <= math.MaxInt64
+	if inCycle && (!usable || modSeq < expected.Cycle.ModSeq) {
+		plan.forget, inCycle = true, false
+	}
+	if !usable {
+		return plan
+	}
+	if after == 0 && (!sameScope || expected.HighestModSeq == nil) {
+		plan.start = &mailstore.ReconcileCycle{ModSeq: modSeq, StartedAt: examined}
+	}
+	// A pass over a folder with no cycle in progress (its sequence
+	// recorded, typically) asks nothing at its end.
+	plan.complete = inCycle || plan.start != nil
+	return plan
 }
 
 type pass struct {
@@ -242,7 +326,9 @@ type pass struct {
 	after    uint32
 	// lastStored is the last UID of the pass's last batch.
 	lastStored uint32
-	rep        *Report
+	// cycle is what the pass still has to do to the reconciliation cycle.
+	cycle cyclePlan
+	rep   *Report
 	// ahead is the next batch's stream, started while the last batch
 	// committed; nil when none was started. While it runs, it alone
 	// drives the session.
@@ -284,7 +370,7 @@ func (p *pass) run(ctx context.Context) error {
 				// Everything of the batch below the first withheld
 				// message is stored: the checkpoint moves up to it.
 				if below := lastBelow(batch, withheld.first); below > p.after {
-					if aerr := p.advance(ctx, below, nil); aerr != nil {
+					if aerr := p.advance(ctx, below, false); aerr != nil {
 						return aerr
 					}
 				}
@@ -300,7 +386,7 @@ func (p *pass) run(ctx context.Context) error {
 			p.lastStored = next
 			break
 		}
-		if err := p.advance(ctx, next, nil); err != nil {
+		if err := p.advance(ctx, next, false); err != nil {
 			return err
 		}
 		// The last batch's commit is the pass's end, which the caller logs.
@@ -315,18 +401,9 @@ func (p *pass) run(ctx context.Context) error {
 	// below UIDNEXT (every UID it excluded by date, every expunged one), so
 	// the checkpoint moves to the end rather than rescanning it; the write is
 	// made even when nothing moved, because it is what schedules the window.
-	// The UID space is now walked to its end, so it is the one served.
-	err = p.advance(ctx, p.safeEnd(max(p.after, p.lastStored)), func(ctx context.Context, tx pgx.Tx) error {
-		change, err := mailstore.ServeScope(ctx, tx, p.binding.ID, p.state.UIDValidity)
-		if err != nil {
-			return err
-		}
-		p.rep.Scope = change
-		if p.lim.AfterFinalCheckpoint != nil {
-			return p.lim.AfterFinalCheckpoint(ctx, tx)
-		}
-		return nil
-	})
+	// The UID space is now walked to its end, so it is the one served, and
+	// a reconciliation cycle may complete.
+	err = p.advance(ctx, p.safeEnd(max(p.after, p.lastStored)), true)
 	if err == nil && p.rep.Scope.Replaced {
 		p.logger.WarnContext(ctx, "the folder was recreated on the server (its UIDVALIDITY changed): its new copy is now served, and the old one is kept but no longer served",
 			slog.Int("no_longer_served", p.rep.Scope.Invalidated))
@@ -354,20 +431,29 @@ func (p *pass) safeEnd(last uint32) uint32 {
 	return last
 }
 
-// advance writes the checkpoint; with then set, in one transaction with it.
-func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Context, pgx.Tx) error) error {
+// advance writes the checkpoint, and with it, in one transaction, what the
+// pass's cyclePlan still has to do. final marks the pass's final write,
+// made once the UID space is walked to its end: it makes that space the
+// one served, completes a reconciliation cycle the plan allows, and runs
+// AfterFinalCheckpoint.
+func (p *pass) advance(ctx context.Context, uid uint32, final bool) error {
 	next := mailstore.Checkpoint{
 		FolderID:       p.binding.ID,
 		UIDValidity:    p.state.UIDValidity,
 		LastSeenUID:    uid,
 		SynchronizedAt: time.Now(),
 	}
-	if p.expected != nil && p.expected.UIDValidity == next.UIDValidity {
+	if p.expected != nil && p.expected.UIDValidity == next.UIDValidity && !p.cycle.forget {
 		// The modification sequence a reconciliation recorded belongs to
 		// this UID space and survives forward progress.
 		next.HighestModSeq = p.expected.HighestModSeq
 	}
+	var (
+		scope mailstore.ScopeChange
+		cycle []string
+	)
 	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+		cycle = cycle[:0]
 		if err := mailstore.AdvanceCheckpoint(ctx, tx, p.expected, next); err != nil {
 			return err
 		}
@@ -376,17 +462,61 @@ func (p *pass) advance(ctx context.Context, uid uint32, then func(context.Contex
 				return err
 			}
 		}
-		if then != nil {
-			return then(ctx, tx)
+		if p.cycle.forget {
+			if err := mailstore.ForgetModSeq(ctx, tx, p.binding.ID, next.UIDValidity); err != nil {
+				return err
+			}
+			cycle = append(cycle, "forgotten")
+		}
+		if p.cycle.start != nil {
+			started, err := mailstore.StartReconcileCycle(ctx, tx, p.binding.ID, next.UIDValidity, *p.cycle.start)
+			if err != nil {
+				return err
+			}
+			if started {
+				cycle = append(cycle, "started")
+			}
+		}
+		if !final {
+			return nil
+		}
+		var err error
+		if scope, err = mailstore.ServeScope(ctx, tx, p.binding.ID, next.UIDValidity); err != nil {
+			return err
+		}
+		if p.cycle.complete {
+			// Every UID the server had assigned at the EXAMINE was read:
+			// a cycle whose every stored occurrence was observed since it
+			// began is complete, exactly as a window would find it.
+			completed, err := mailstore.CompleteReconcileCycle(ctx, tx, p.binding.ID, next.UIDValidity)
+			if err != nil {
+				return err
+			}
+			if completed {
+				cycle = append(cycle, "completed")
+			}
+		}
+		if p.lim.AfterFinalCheckpoint != nil {
+			return p.lim.AfterFinalCheckpoint(ctx, tx)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	// next.Cycle is not what the row now holds; AdvanceCheckpoint ignores
+	// it, so a later write of this pass keeps the row's cycle. Only the
+	// final write completes one, and nothing is written after it.
 	p.expected = &next
 	p.after = uid
 	p.rep.CheckpointUID = uid
+	if final {
+		p.rep.Scope = scope
+	}
+	p.cycle.forget, p.cycle.start = false, nil
+	for _, c := range cycle {
+		p.rep.Cycle = strings.TrimPrefix(p.rep.Cycle+","+c, ",")
+	}
 	return nil
 }
 
@@ -455,7 +585,7 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	}
 	// However the batch ends, its stream has handed the session back.
 	defer s.abandon()
-	meta, err := s.metadata()
+	meta, observed, err := s.metadata()
 	if err != nil {
 		return err
 	}
@@ -479,7 +609,7 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 
 	for _, uid := range batch {
 		if m, ok := byUID[uid]; ok && m.Size > p.lim.MaxRawMimeBytes {
-			if err := w.write(ctx, p.occurrence(m, nil, mailstore.ExceededSizeLimit)); err != nil {
+			if err := w.write(ctx, p.occurrence(m, observed, nil, mailstore.ExceededSizeLimit)); err != nil {
 				return err
 			}
 			c.oversized++
@@ -499,12 +629,12 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 		written[b.UID] = true
 		if b.Exceeded {
 			c.oversized++
-			return w.write(ctx, p.occurrence(m, nil, mailstore.ExceededSizeLimit))
+			return w.write(ctx, p.occurrence(m, observed, nil, mailstore.ExceededSizeLimit))
 		}
 		c.stored++
 		c.bytes += int64(len(b.Raw))
 		// The stream's copy is the body's alone: the writer keeps it.
-		if err := w.writeOwned(ctx, p.occurrence(m, b.Raw, mailstore.Available)); err != nil {
+		if err := w.writeOwned(ctx, p.occurrence(m, observed, b.Raw, mailstore.Available)); err != nil {
 			return err
 		}
 		if !w.lastReadable {
@@ -532,7 +662,7 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	if err := p.commitReadingAhead(ctx, w, s, next, after); err != nil {
 		return err
 	}
-	return p.settleMissing(ctx, batch, missing, byUID, c)
+	return p.settleMissing(ctx, batch, missing, byUID, observed, c)
 }
 
 // commitReadingAhead commits the batch's last group and, when next is not
@@ -596,7 +726,7 @@ func (p *pass) join(ctx context.Context, batch []uint32) ([]uint32, error) {
 // like one over the size limit, and the pass moves on. Otherwise the batch
 // ends with a *withheldError, and the checkpoint stays below it. It runs
 // after the batch committed, on the pass's own connection.
-func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID map[uint32]imapx.MessageMetadata, c *counts) error {
+func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID map[uint32]imapx.MessageMetadata, observed time.Time, c *counts) error {
 	if len(missing) == 0 {
 		// Content that arrived clears what an earlier pass counted.
 		return mailstore.ForgetWithheld(ctx, p.db, p.binding.ID, p.state.UIDValidity, batch)
@@ -626,7 +756,7 @@ func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID
 				pending = append(pending, u)
 				continue
 			}
-			if _, err := searchindex.WriteOccurrence(ctx, tx, p.occurrence(byUID[u], nil, mailstore.ContentWithheld), nil); err != nil {
+			if _, err := searchindex.WriteOccurrence(ctx, tx, p.occurrence(byUID[u], observed, nil, mailstore.ContentWithheld), nil); err != nil {
 				return err
 			}
 			recorded = append(recorded, u)
@@ -645,20 +775,27 @@ func (p *pass) settleMissing(ctx context.Context, batch, missing []uint32, byUID
 	return &withheldError{ContentWithheldError: &ContentWithheldError{Count: len(pending)}, first: slices.Min(pending)}
 }
 
-func (p *pass) occurrence(m imapx.MessageMetadata, raw []byte, availability mailstore.Availability) mailstore.Occurrence {
+// occurrence is what the pass stores for m, whose metadata FETCH was sent
+// at observed: the flags in it are an observation made then, and take the
+// occurrence's place in the reconciliation queue, after every earlier
+// observation (mailstore.SelectReconcileWindow says why a flood of new mail
+// therefore starves no old mail), and count for the cycle the pass's
+// walk belongs to.
+func (p *pass) occurrence(m imapx.MessageMetadata, observed time.Time, raw []byte, availability mailstore.Availability) mailstore.Occurrence {
 	o := mailstore.Occurrence{
-		AccountID:    p.binding.AccountID,
-		FolderID:     p.binding.ID,
-		UIDValidity:  p.state.UIDValidity,
-		UID:          m.UID,
-		Size:         m.Size,
-		InternalDate: m.InternalDate,
-		Flags:        m.Flags,
-		Subject:      m.Subject,
-		MessageID:    m.MessageID,
-		SentAt:       m.SentAt,
-		Availability: availability,
-		Raw:          raw,
+		AccountID:       p.binding.AccountID,
+		FolderID:        p.binding.ID,
+		UIDValidity:     p.state.UIDValidity,
+		UID:             m.UID,
+		Size:            m.Size,
+		InternalDate:    m.InternalDate,
+		Flags:           m.Flags,
+		FlagsObservedAt: observed,
+		Subject:         m.Subject,
+		MessageID:       m.MessageID,
+		SentAt:          m.SentAt,
+		Availability:    availability,
+		Raw:             raw,
 	}
 	return o
 }

@@ -102,6 +102,9 @@ func (s *answerTwiceSession) ExistingUIDs(_ context.Context, uids []uint32) ([]u
 	return uids, nil
 }
 
+// ReconcileMode reports a server without modification sequences.
+func (s *answerTwiceSession) ReconcileMode() imapx.ReconcileMode { return imapx.Plain }
+
 func (s *answerTwiceSession) Recover(ctx context.Context) (imapx.FolderState, error) {
 	return s.Examine(ctx, "")
 }

@@ -383,6 +383,9 @@ func (s *ingestSession) ExistingUIDs(_ context.Context, uids []uint32) ([]uint32
 	return uids, nil
 }
 
+// ReconcileMode reports a server without modification sequences.
+func (s *ingestSession) ReconcileMode() imapx.ReconcileMode { return imapx.Plain }
+
 func (s *ingestSession) Recover(ctx context.Context) (imapx.FolderState, error) {
 	return s.Examine(ctx, "")
 }

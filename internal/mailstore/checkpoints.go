@@ -18,9 +18,9 @@ type Checkpoint struct {
 	LastSeenUID   uint32
 	HighestModSeq *uint64
 	// Cycle is the reconciliation cycle in progress, nil when none is.
-	// Only the backward pass writes it (StartReconcileCycle,
-	// CompleteReconcileCycle); AdvanceCheckpoint keeps it within one
-	// UIDVALIDITY and drops it with a reset.
+	// The passes write it through StartReconcileCycle,
+	// CompleteReconcileCycle and ForgetModSeq; AdvanceCheckpoint keeps it
+	// within one UIDVALIDITY and drops it with a reset.
 	Cycle *ReconcileCycle
 	// SynchronizedAt is when the run that wrote it synchronized; zero in a
 	// next checkpoint means the database's now().

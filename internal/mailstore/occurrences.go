@@ -41,6 +41,13 @@ type Occurrence struct {
 	// InternalDate, SentAt: zero for none.
 	InternalDate time.Time
 	Flags        []string
+	// FlagsObservedAt is a moment no later than the one the server reported
+	// Flags — for the forward pass, when it sent the FETCH that returned
+	// them — and becomes the row's remote_flags_observed_at, its place in
+	// the reconciliation queue. Zero stores the flags unobserved (the row
+	// joins the never-observed group for a reconciliation window to ask
+	// about).
+	FlagsObservedAt time.Time
 	// Subject, MessageID: the envelope's, "" for none.
 	Subject   string
 	MessageID string
@@ -112,14 +119,14 @@ func buildUpsertOccurrenceSQL(extraction int) string {
 	// The raw MIME is the last parameter: pgx appends each parameter's
 	// encoding to one buffer, and a parameter after a large payload made
 	// that buffer grow again, copying the payload once more.
-	columns, values, updates, raw := "", "", "", "$15"
+	columns, values, updates, raw := "", "", "", "$16"
 	if extraction != 0 {
-		raw = "$26"
+		raw = "$27"
 		columns = `,
         mime_readable, mime_failure, extracted_at, received_at, in_reply_to, thread_references,
         attachment_count, attachment_decoded_bytes, inline_resource_count,
         has_encrypted_content, has_unverified_signature, has_tnef`
-		values = `, $15, $16, now(), $17, $18, $19, $20, $21, $22, $23, $24, $25`
+		values = `, $16, $17, now(), $18, $19, $20, $21, $22, $23, $24, $25, $26`
 	}
 	switch extraction {
 	case 1:
@@ -143,8 +150,8 @@ func buildUpsertOccurrenceSQL(extraction int) string {
 WITH email AS (
     INSERT INTO stored_emails AS e (
         id, mailbox_account_id, mail_folder_id, uid_validity, uid, content_availability,
-        rfc822_size, internal_date, remote_flags, subject, message_id, sent_at` + columns + `)
-    SELECT $1, f.mailbox_account_id, f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12` + values + `
+        rfc822_size, internal_date, remote_flags, remote_flags_observed_at, subject, message_id, sent_at` + columns + `)
+    SELECT $1, f.mailbox_account_id, f.id, $4, $5, $6, $7, $8, $9, $15, $10, $11, $12` + values + `
     FROM mail_folders f
     WHERE f.id = $3 AND f.mailbox_account_id = $2
     ON CONFLICT ON CONSTRAINT stored_emails_occurrence_key DO UPDATE SET
@@ -154,7 +161,10 @@ WITH email AS (
             ELSE excluded.content_availability END,
         rfc822_size   = excluded.rfc822_size,
         internal_date = excluded.internal_date,
-        remote_flags  = excluded.remote_flags,
+        remote_flags  = CASE
+            WHEN e.remote_flags_observed_at > excluded.remote_flags_observed_at THEN e.remote_flags
+            ELSE excluded.remote_flags END,
+        remote_flags_observed_at = greatest(e.remote_flags_observed_at, excluded.remote_flags_observed_at),
         subject       = excluded.subject,
         message_id    = excluded.message_id,
         sent_at       = excluded.sent_at,
@@ -197,8 +207,15 @@ type Upserted struct {
 //
 // Text the server supplied (subject, Message-ID, flags) is stored as valid
 // UTF-8 without NUL characters, which PostgreSQL text cannot hold; invalid
-// sequences become U+FFFD. remote_flags_observed_at is left alone: flags
-// are observed by the reconciliation pass.
+// sequences become U+FFFD.
+//
+// With o.FlagsObservedAt the flags are an observation made at that moment:
+// it becomes remote_flags_observed_at, which puts the row at the back of
+// the reconciliation queue like any window's answer, and counts for a
+// reconciliation cycle begun before it. An observation never moves
+// backwards: a row already observed later keeps its flags and its
+// observation (another writer has since asked the server). Without one the
+// flags are stored and remote_flags_observed_at is left as it is.
 func UpsertOccurrence(ctx context.Context, q Querier, o Occurrence) (uuid.UUID, error) {
 	sql, args, err := upsertOccurrenceStatement(o)
 	if err != nil {
@@ -287,7 +304,7 @@ func upsertOccurrenceStatement(o Occurrence) (string, []any, error) {
 	args := append([]any{
 		pgtype.UUID{Bytes: newID, Valid: true}, o.AccountID, o.FolderID, int64(o.UIDValidity), int64(o.UID), string(o.Availability),
 		o.Size, optionalTime(o.InternalDate), flags, subject, messageID, sentAt,
-		length, digest,
+		length, digest, optionalTime(o.FlagsObservedAt),
 	}, extracted...)
 	args = append(args, o.Raw)
 	return sql, args, nil

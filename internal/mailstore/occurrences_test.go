@@ -90,8 +90,44 @@ func TestUpsertOccurrence(t *testing.T) {
 			 FROM stored_emails e JOIN email_message_contents c ON c.stored_email_id = e.id WHERE e.id = $1`, id,
 		).Scan(&stored, &flagsObserved, &expungeObserve))
 		require.Equal(t, raw, string(stored))
-		require.Nil(t, flagsObserved, "flags are observed by the reconciliation pass")
+		require.Nil(t, flagsObserved, "flags given without an observation time are stored unobserved")
 		require.Nil(t, expungeObserve)
+	})
+
+	t.Run("FlagsObservedAtIsAnObservationThatNeverMovesBackwards", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		observed := func() (time.Time, []string) {
+			t.Helper()
+			var at time.Time
+			var flags []string
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_flags_observed_at, remote_flags FROM stored_emails
+				WHERE mail_folder_id = $1 AND uid = 7`, b.folder.ID).Scan(&at, &flags))
+			return at, flags
+		}
+		fetched := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+		o := occurrence(b, 7, "body")
+		o.FlagsObservedAt = fetched
+		upsert(ctx, t, b, o)
+		at, flags := observed()
+		require.True(t, at.Equal(fetched), "the fetch's moment is the row's observation")
+		require.Equal(t, []string{`\Seen`, "$Label1"}, flags)
+
+		// An older reading (a pass that fetched before the one that wrote)
+		// does not replace a newer one.
+		older := o
+		older.Flags, older.FlagsObservedAt = []string{`\Flagged`}, fetched.Add(-time.Minute)
+		upsert(ctx, t, b, older)
+		at, flags = observed()
+		require.True(t, at.Equal(fetched))
+		require.Equal(t, []string{`\Seen`, "$Label1"}, flags)
+
+		newer := o
+		newer.Flags, newer.FlagsObservedAt = []string{`\Answered`}, fetched.Add(time.Minute)
+		upsert(ctx, t, b, newer)
+		at, flags = observed()
+		require.True(t, at.Equal(newer.FlagsObservedAt))
+		require.Equal(t, []string{`\Answered`}, flags)
 	})
 
 	t.Run("IdempotentKeepsTheID", func(t *testing.T) {

@@ -8,6 +8,17 @@
 // the folder has been observed since that moment: each was then asked about
 // after the server had reached that sequence, so nothing older than it is
 // unaccounted for, and the sequence becomes the checkpoint's highest_modseq.
+//
+// A folder's first synchronization is its first cycle. The forward pass
+// that walks a UID space from its start begins one with the HIGHESTMODSEQ
+// of its EXAMINE, before its first fetch, and the flags every fetch after
+// it returns are stored as observations (Occurrence.FlagsObservedAt); once
+// the forward pass has walked the UID space to its end it completes the
+// cycle by the same rule a reconciliation window does, so the next window
+// already asks only what changed. A forward pass that ends earlier (its
+// batch bound, a kill) leaves the cycle in progress for the next pass to
+// carry on: the UIDs it never read are not stored, and a cycle records
+// nothing before the walk has reached them.
 
 package mailstore
 
@@ -18,9 +29,13 @@ import (
 )
 
 // ReconcileCycle is a reconciliation cycle in progress: the modification
-// sequence a backward pass observed as it began, and a moment no later than
-// the question that observed it. Every live occurrence observed at or after
-// StartedAt was answered by a server that had reached ModSeq.
+// sequence the pass that began it observed — a backward pass's question,
+// or the EXAMINE of a forward pass that walks a UID space from its start —
+// and a moment around that observation: just before the backward pass's
+// question, just after the forward pass's EXAMINE answered. Every live
+// occurrence observed at or after StartedAt was answered by a server that
+// had reached ModSeq, because a folder's passes never run at once: nothing
+// else asks the server between StartedAt and the answer that reported it.
 type ReconcileCycle struct {
 	ModSeq    uint64
 	StartedAt time.Time

@@ -116,6 +116,54 @@ func TestReconciliation(t *testing.T) {
 		require.Empty(t, other.Entries)
 	})
 
+	t.Run("NewMailObservedByItsFetchQueuesBehindOldMail", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t, 20)
+		store := func(first, n uint32, observed time.Time) {
+			t.Helper()
+			for uid := first; uid < first+n; uid++ {
+				_, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: b.binding.AccountID, FolderID: b.binding.ID,
+					UIDValidity: 7, UID: uid, Size: 5, Raw: []byte("x: y\r\n\r\nz"), Availability: mailstore.Available,
+					FlagsObservedAt: observed})
+				require.NoError(t, err)
+			}
+		}
+		window := func(size int) mailstore.ReconcileWindow {
+			t.Helper()
+			w, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.binding.ID, 7, size)
+			require.NoError(t, err)
+			_, err = mailstore.ApplyReconciliation(ctx, b.pool, w, answer(w, nil, nil), mailstore.RetainTombstone)
+			require.NoError(t, err)
+			return w
+		}
+		uids := func(first, last uint32) []uint32 {
+			var out []uint32
+			for u := first; u <= last; u++ {
+				out = append(out, u)
+			}
+			return out
+		}
+		// Old mail, every row observed once.
+		require.Len(t, window(20).Entries, 20)
+
+		// A flood of new mail, each observed by its fetch: it queues behind
+		// the old mail, which the next windows keep asking about first.
+		store(21, 100, time.Now())
+		w := window(10)
+		require.Equal(t, uids(1, 10), w.UIDs())
+		require.Equal(t, 10, w.Observed)
+		require.Equal(t, uids(11, 20), window(10).UIDs())
+		require.Equal(t, uids(21, 30), window(10).UIDs(), "then the new mail, in the order it was fetched")
+
+		// Mail stored without an observation (as a relocation carries it
+		// in) is asked about first, but within its half of the window.
+		store(121, 30, time.Time{})
+		w = window(10)
+		require.Equal(t, 5, w.Observed)
+		require.Equal(t, 5, w.NeverObserved)
+		require.Equal(t, append(uids(31, 35), uids(121, 125)...), w.UIDs())
+	})
+
 	t.Run("ApplyRefreshesConfirmsAndTombstones", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t, 6)

@@ -58,6 +58,21 @@ func (w ReconcileWindow) UIDs() []uint32 {
 // UID order. Each group is one query served by an index scan with no sort
 // step (ix_stored_emails_reconciliation_queue, ix_stored_emails_never_observed),
 // index-only: both carry the id.
+//
+// The forward pass stores the flags it fetched as an observation made at
+// that fetch (Occurrence.FlagsObservedAt), so new mail joins the observed
+// group at its back, behind every older observation: however much mail
+// arrives, the oldest observations stay at the front, and a flood of new
+// mail cannot starve old mail. New mail is asked again when the queue
+// comes round to it, like any other row, and where the server reports
+// modification sequences every narrowed pass asks the whole folder anyway.
+// What stays never observed is what no question described in this folder:
+// an occurrence a relocation of MailFathom's own carried in (its flags
+// become unobserved), and mail stored before fetches were stamped. It is
+// asked before any re-observation, since its stored flags may describe
+// another folder, and the reserve still bounds it: a relocation of
+// thousands of messages into the folder takes at most half of each window
+// while old mail keeps being asked about.
 func SelectReconcileWindow(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (ReconcileWindow, error) {
 	if size < 1 {
 		return ReconcileWindow{}, fmt.Errorf("mailstore: window size %d", size)
