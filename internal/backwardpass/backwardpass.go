@@ -89,6 +89,10 @@ type Report struct {
 	// "started", "completed" (possibly both in one pass), "forgotten" (the
 	// server stopped reporting usable sequences) or empty.
 	Cycle string `json:"cycle,omitempty"`
+	// NeverObserved counts the occurrences no question had described in
+	// the folder that a narrowed pass asked about besides (see
+	// askNeverObserved).
+	NeverObserved int `json:"never_observed,omitempty"`
 	// Contradicted counts UIDs a disappearance report named that a search
 	// still found, and which were therefore kept.
 	Contradicted int           `json:"contradicted,omitempty"`
@@ -118,7 +122,10 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, op
 			return rep, err
 		}
 		if changes.Narrowed {
-			return applyChanges(ctx, db, sess, binding, state.UIDValidity, changes, asked, opts, logger, rep)
+			if rep, err = applyChanges(ctx, db, sess, binding, state.UIDValidity, changes, asked, opts, logger, rep); err != nil {
+				return rep, err
+			}
+			return askNeverObserved(ctx, db, sess, binding, state.UIDValidity, opts, logger, rep)
 		}
 		// The recorded sequence can no longer narrow anything: the folder
 		// goes back to windows and a new cycle.
@@ -144,28 +151,63 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, op
 		return rep, err
 	}
 	rep.Mode, rep.Narrowed = modeName(ans.Mode), ans.Narrowed
+	err = applyWindow(ctx, db, sess, window, ans, opts, logger, &rep, func(ctx context.Context, tx pgx.Tx) error {
+		return advanceCycle(ctx, tx, binding.ID, state.UIDValidity, sameScope && cp.Cycle != nil, ans, asked, &rep)
+	})
+	return rep, err
+}
 
+// applyWindow applies the server's answer about window in one transaction,
+// with then (when set) in the same transaction, and adds what it applied
+// to rep. A disappearance report out of proportion to the window is
+// confirmed first (confirmGone).
+func applyWindow(ctx context.Context, db DB, sess Session, window mailstore.ReconcileWindow, ans imapx.ReconcileAnswer,
+	opts Options, logger *slog.Logger, rep *Report, then func(context.Context, pgx.Tx) error) error {
 	answer := mailstore.ReconcileAnswer{Present: make(map[uint32]bool, len(ans.Present)), Flags: make(map[uint32][]string, len(ans.Changed))}
 	for _, u := range ans.Present {
 		answer.Present[u] = true
 	}
 	if misreportSuspected(len(ans.Vanished), len(window.Entries)) {
-		if err := confirmGone(ctx, sess, ans.Vanished, answer, &rep, logger); err != nil {
-			return rep, err
+		if err := confirmGone(ctx, sess, ans.Vanished, answer, rep, logger); err != nil {
+			return err
 		}
 	}
 	for _, c := range ans.Changed {
 		answer.Flags[c.UID] = c.Flags
 	}
-
-	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		res, err := mailstore.ApplyReconciliation(ctx, tx, window, answer, opts.Disposition)
 		if err != nil {
 			return err
 		}
-		rep.ReconcileResult = res
-		return advanceCycle(ctx, tx, binding.ID, state.UIDValidity, sameScope && cp.Cycle != nil, ans, asked, &rep)
+		rep.ReconcileResult.Add(res)
+		if then != nil {
+			return then(ctx, tx)
+		}
+		return nil
 	})
+}
+
+// askNeverObserved asks, after a narrowed question, about the occurrences
+// no question has described in this folder (mailstore.SelectNeverObserved):
+// one a relocation of MailFathom's own carried in keeps the flags of the
+// folder it came from, unobserved, and its flags may have changed before
+// the folder's recorded sequence, so no answer narrowed by that sequence
+// would name it. They are asked without narrowing, at most a window of
+// them a pass, and what the answer says is an observation like a window's.
+// Nothing is asked when there are none.
+func askNeverObserved(ctx context.Context, db DB, sess Session, binding mailstore.Binding, uidValidity uint32,
+	opts Options, logger *slog.Logger, rep Report) (Report, error) {
+	window, err := mailstore.SelectNeverObserved(ctx, db, binding.ID, uidValidity, opts.WindowSize)
+	if err != nil || len(window.Entries) == 0 {
+		return rep, err
+	}
+	ans, err := sess.Reconcile(ctx, window.UIDs(), 0)
+	if err != nil {
+		return rep, err
+	}
+	rep.NeverObserved = len(window.Entries)
+	err = applyWindow(ctx, db, sess, window, ans, opts, logger, &rep, nil)
 	return rep, err
 }
 

@@ -68,6 +68,19 @@ type WithheldChange struct {
 // Gone is the number of disappearances this pass acted on.
 func (r ReconcileResult) Gone() int { return r.Tombstoned + r.Erased }
 
+// Add adds o's counts and withheld changes to r, for a pass that applied
+// more than one answer.
+func (r *ReconcileResult) Add(o ReconcileResult) {
+	r.Refreshed += o.Refreshed
+	r.Confirmed += o.Confirmed
+	r.Tombstoned += o.Tombstoned
+	r.Erased += o.Erased
+	r.Superseded += o.Superseded
+	r.LeftByMailFathom += o.LeftByMailFathom
+	r.SeenByMailFathom += o.SeenByMailFathom
+	r.Withheld = append(r.Withheld, o.Withheld...)
+}
+
 type reconcileItem struct {
 	ID    uuid.UUID `json:"id"`
 	Kind  string    `json:"kind"`

@@ -102,6 +102,23 @@ func SelectReconcileWindow(ctx context.Context, q Querier, folderID int64, uidVa
 	return w, nil
 }
 
+// SelectNeverObserved reads at most size occurrences of folderID under
+// uidValidity that no question has described in this folder — never
+// observed, not tombstoned — in UID order, by the same index scan as the
+// window's never-observed group. A pass narrowed by the folder's recorded
+// sequence asks about them besides: nothing about them is covered by that
+// sequence.
+func SelectNeverObserved(ctx context.Context, q Querier, folderID int64, uidValidity uint32, size int) (ReconcileWindow, error) {
+	w := ReconcileWindow{TakenAt: time.Now()}
+	never, err := selectNever(ctx, q, folderID, uidValidity, size)
+	if err != nil {
+		return ReconcileWindow{}, err
+	}
+	w.Entries, w.NeverObserved = never, len(never)
+	w.Exhausted = len(never) < size
+	return w, nil
+}
+
 // The window's two queries, each answered by an index-only scan of one
 // partial index, in index order, with no sort step.
 const (
