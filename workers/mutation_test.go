@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,9 +20,11 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
+	"github.com/mailfathom/mailfathom/workers"
 )
 
 // The capability lists of the servers without MOVE, and without MOVE and
@@ -431,4 +435,72 @@ func TestFailingChangeSpendsItsAttempts(t *testing.T) {
 	require.Equal(t, mailstore.MutationDeadLettered, got.State)
 	require.Equal(t, mutation.CodeAttemptsExhausted, got.FailureCode)
 	require.Equal(t, 2, got.Attempts)
+}
+
+// TestFailingChangeBacksOffTheAccount: a move into a folder the server
+// refuses to put mail in (its ACL grants the owner lookup and read, not
+// insert) fails the account's run at every attempt, and each next run is
+// scheduled on the run backoff — the wait a failing folder's pass earns the
+// account — rather than the interval: the consecutive failures grow, and
+// so does the wait, until the attempts are spent.
+func TestFailingChangeBacksOffTheAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := dovecot.Start(t, dovecot.WithExtraConfig(`protocol imap {
+  mail_plugins = $mail_plugins acl
+}
+plugin {
+  acl = vfile
+}`))
+	b := &mutationBundle{syncBundle: setupSyncOn(t, srv)}
+	const interval, maxBackoff = time.Hour, 16 * time.Hour
+	b.env["MAILFATHOM_SYNC_INTERVAL"] = interval.String()
+	b.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = maxBackoff.String()
+	b.env["MAILFATHOM_SYNC_MAX_MUTATION_ATTEMPTS"] = "4"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Filed"
+	b.user.CreateFolder("Filed")
+	require.NoError(t, os.WriteFile(filepath.Join(b.user.Home(), "Maildir", "Filed", "dovecot-acl"), []byte("owner lr\n"), 0o644))
+	b.uids = append(b.uids, b.user.Append("INBOX", mailgen.Message(16, 1, 800), time.Now()))
+	b.start(t)
+	b.waitIdle(t)
+
+	move := b.request(t, b.uids[0], "move", "archive")
+	b.waitIdle(t)
+	got := b.mutation(t, move.ID)
+	require.Equal(t, mutation.CodeCommandRefused, got.FailureCode, "the server refused the move")
+	require.Equal(t, 1, got.Attempts)
+
+	for failures := 1; failures <= 3; failures++ {
+		b.runAgain(t)
+		got = b.mutation(t, move.ID)
+		require.Equal(t, failures+1, got.Attempts, "counted again by the account's run; jobs:\n%s", b.jobHistory(t))
+		require.Equal(t, mutation.CodeCommandRefused, got.FailureCode)
+		require.Equal(t, mailstore.StageRecorded, got.Stage, "a refused placement did not run and may be issued again")
+
+		st, _, err := mailstore.ReadAccountState(ctx, b.pool, "primary")
+		require.NoError(t, err)
+		require.Equal(t, failures, st.ConsecutiveFailures, "the run settled the failed one before it")
+		require.True(t, st.RunFailed, "the change failed this run too")
+		rep, err := status.Read(ctx, b.pool, workers.StatusOptions(b.deps(t)))
+		require.NoError(t, err)
+		acct := rep.Accounts[0]
+		require.Equal(t, failures+1, acct.ConsecutiveFailures)
+		require.NotNil(t, acct.NextRun)
+		require.Equal(t, status.WhyBackoff, acct.NextRun.Why)
+
+		// The next run is where the run backoff puts it after this run's
+		// failure, counted from when the run started.
+		wait := acct.NextRun.At.Sub(*st.RunStartedAt)
+		require.GreaterOrEqual(t, wait, workers.MinRunBackoff(interval, maxBackoff, failures+1), "failures %d", failures)
+		require.LessOrEqual(t, wait, min(interval<<(failures+1), maxBackoff), "failures %d", failures)
+	}
+	b.runAgain(t)
+	got = b.mutation(t, move.ID)
+	require.Equal(t, mailstore.MutationDeadLettered, got.State)
+	require.Equal(t, mutation.CodeAttemptsExhausted, got.FailureCode)
+	require.Contains(t, b.user.UIDs("INBOX"), b.uids[0])
+	require.Empty(t, b.user.UIDs("Filed"))
 }
