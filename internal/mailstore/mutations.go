@@ -486,28 +486,32 @@ func FinishMutation(ctx context.Context, q Querier, id uuid.UUID, state Mutation
 	return nil
 }
 
-// OutstandingMutations is one (kind, state) group of mutations that are not
-// completed: how many, and when the oldest was recorded.
+// OutstandingMutations is one (account, kind, state) group of mutations
+// that are not completed: how many, and when the oldest was recorded.
 type OutstandingMutations struct {
-	Kind   MutationKind
-	State  MutationState
-	Count  int64
-	Oldest time.Time
+	AccountKey string
+	Kind       MutationKind
+	State      MutationState
+	Count      int64
+	Oldest     time.Time
 }
 
 // CountOutstandingMutations groups the mutations that are pending,
-// converging or dead-lettered by kind and state.
+// converging or dead-lettered by account, kind and state. It reads
+// ix_mailbox_mutations_outstanding, never the completed changes.
 func CountOutstandingMutations(ctx context.Context, q Querier) ([]OutstandingMutations, error) {
 	rows, err := q.Query(ctx,
-		`SELECT mutation, state, count(*), min(recorded_at) FROM mailbox_mutations
-		 WHERE state <> 'Completed' GROUP BY mutation, state ORDER BY mutation, state`)
+		`SELECT a.account_key, m.mutation, m.state, count(*), min(m.recorded_at)
+		 FROM mailbox_mutations m JOIN mailbox_accounts a ON a.id = m.mailbox_account_id
+		 WHERE m.state <> 'Completed'
+		 GROUP BY a.account_key, m.mutation, m.state ORDER BY a.account_key, m.mutation, m.state`)
 	if err != nil {
 		return nil, fmt.Errorf("mailstore: count outstanding mutations: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutstandingMutations, error) {
 		var o OutstandingMutations
 		var kind, state string
-		err := r.Scan(&kind, &state, &o.Count, &o.Oldest)
+		err := r.Scan(&o.AccountKey, &kind, &state, &o.Count, &o.Oldest)
 		o.Kind, o.State = MutationKind(kind), MutationState(state)
 		return o, err
 	})
