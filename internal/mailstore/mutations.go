@@ -466,8 +466,10 @@ func FailMutation(ctx context.Context, q Querier, id uuid.UUID, code string, now
 }
 
 // FinishMutation puts an unfinished mutation in a final state: completed
-// (code "") or dead-lettered with its failure code. A mutation already
-// final is left as it is.
+// or dead-lettered with its failure code (code "" keeps the code the last
+// failed attempt recorded). Completing clears the failure code: a change
+// that ended as asked is not stuck, whatever its earlier attempts met. A
+// mutation already final is left as it is.
 func FinishMutation(ctx context.Context, q Querier, id uuid.UUID, state MutationState, code string, now time.Time) error {
 	if !state.Final() {
 		return fmt.Errorf("mailstore: finish mutation: %s is not a final state", state)
@@ -477,7 +479,8 @@ func FinishMutation(ctx context.Context, q Querier, id uuid.UUID, state Mutation
 		c = &code
 	}
 	if _, err := q.Exec(ctx,
-		`UPDATE mailbox_mutations SET state = $2, failure_code = coalesce($3, failure_code), updated_at = $4,
+		`UPDATE mailbox_mutations SET state = $2, updated_at = $4,
+		        failure_code = CASE WHEN $2 = 'Completed' THEN NULL ELSE coalesce($3, failure_code) END,
 		        completed_at = CASE WHEN $2 = 'Completed' THEN $4 ELSE completed_at END,
 		        stage = CASE WHEN $2 = 'Completed' THEN 'Completed' ELSE stage END
 		 WHERE id = $1 AND state IN ('Pending', 'Converging')`, id, string(state), c, now); err != nil {

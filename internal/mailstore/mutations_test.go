@@ -180,6 +180,24 @@ func TestMutations(t *testing.T) {
 		require.Equal(t, mailstore.AttemptFinal, d)
 	})
 
+	t.Run("CompletingClearsTheFailureCodeDeadLetteringKeepsIt", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		finish := func(requestID string, state mailstore.MutationState, code string) mailstore.Mutation {
+			m, _, err := record(ctx, t, b, mailstore.MutationRequest{EmailID: b.email, Kind: mailstore.MutationMarkRead, RequestID: requestID})
+			require.NoError(t, err)
+			require.NoError(t, mailstore.FailMutation(ctx, b.pool, m.ID, "10001", b.now))
+			require.NoError(t, mailstore.FinishMutation(ctx, b.pool, m.ID, state, code, b.now))
+			got, _, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
+			require.NoError(t, err)
+			require.Equal(t, state, got.State)
+			return got
+		}
+		require.Empty(t, finish("done", mailstore.MutationCompleted, "").FailureCode, "a change that ended as asked is not stuck")
+		require.Equal(t, "10001", finish("kept", mailstore.MutationDeadLettered, "").FailureCode)
+		require.Equal(t, "30001", finish("given-up", mailstore.MutationDeadLettered, "30001").FailureCode)
+	})
+
 	t.Run("AdvanceFromAStageNoLongerHeldConflicts", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
