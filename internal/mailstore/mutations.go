@@ -128,6 +128,23 @@ type MutationRequest struct {
 	RequestID string
 }
 
+// Unjoined reports that m is a relocation or a copy the server carried
+// without naming the placement — it answered with no COPYUID, or a MOVE
+// whose answer was never read completed from its source leaving — so no
+// discovery is ever joined to it: the destination's copy is stored as any
+// other discovery, and a relocation's source is tombstoned once it is seen
+// to leave. It is false until the placement is known to have run.
+func (m Mutation) Unjoined() bool {
+	if !m.Kind.Places() || m.PlacedUID != 0 {
+		return false
+	}
+	switch m.Stage {
+	case StageCopied, StageFlagged, StageCompleted:
+		return true
+	}
+	return false
+}
+
 // sameChange reports whether m is the change r asks for.
 func (m Mutation) sameChange(r MutationRequest) bool {
 	return m.EmailID == r.EmailID && m.Kind == r.Kind && m.DestinationFolderID == r.DestinationFolderID
@@ -562,6 +579,34 @@ func OutstandingMutationsByFolder(ctx context.Context, q Querier) ([]FolderMutat
 	return out, nil
 }
 
+// UnjoinedPlacements counts, by account and source folder alias (across
+// the alias's bindings), the completed relocations and copies whose
+// placement the server never named (Mutation.Unjoined): "completed,
+// unjoined". It reads ix_mailbox_mutations_unjoined, never the rest of
+// the completed changes.
+func UnjoinedPlacements(ctx context.Context, q Querier) ([]FolderMutations, error) {
+	rows, err := q.Query(ctx, `
+		SELECT a.account_key, f.alias, count(*)
+		FROM mailbox_mutations m
+		JOIN mail_folders f ON f.id = m.source_mail_folder_id
+		JOIN mailbox_accounts a ON a.id = m.mailbox_account_id
+		WHERE m.state = 'Completed' AND m.placed_uid IS NULL AND m.mutation IN ('Relocate', 'Copy')
+		GROUP BY a.account_key, f.alias
+		ORDER BY a.account_key, f.alias`)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: count unjoined placements: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FolderMutations, error) {
+		m := FolderMutations{State: MutationCompleted}
+		err := r.Scan(&m.AccountKey, &m.Alias, &m.Count)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: count unjoined placements: %w", err)
+	}
+	return out, nil
+}
+
 // FailedMutation is the identity of an account's latest failed mutation:
 // no mail, only its id, kind, state, failure code and when it failed.
 type FailedMutation struct {
@@ -613,8 +658,9 @@ func ReadBindingByID(ctx context.Context, q Querier, id int64) (Binding, bool, e
 }
 
 // HideDeletedEmail applies a completed delete of MailFathom's own to the
-// local copy at once: under RetainTombstone the email is tombstoned (every
-// query excludes it from now), under EraseLocalCopy it is removed, and its
+// local copy at once: under RetainTombstone the email is tombstoned with
+// the reason DeletedByMailFathom (every query excludes it from now), under
+// EraseLocalCopy it is removed, and its
 // content, search document and mutation records with it. A tombstone
 // already recorded keeps its time.
 func HideDeletedEmail(ctx context.Context, q Querier, id uuid.UUID, d Disposition, now time.Time) error {
@@ -624,7 +670,7 @@ func HideDeletedEmail(ctx context.Context, q Querier, id uuid.UUID, d Dispositio
 		_, err = q.Exec(ctx, `DELETE FROM stored_emails WHERE id = $1`, id)
 	case RetainTombstone:
 		_, err = q.Exec(ctx,
-			`UPDATE stored_emails SET remote_expunge_observed_at = $2, updated_at = $2
+			`UPDATE stored_emails SET remote_expunge_observed_at = $2, remote_expunge_reason = 'DeletedByMailFathom', updated_at = $2
 			 WHERE id = $1 AND remote_expunge_observed_at IS NULL`, id, now)
 	default:
 		return fmt.Errorf("mailstore: hide deleted email: unknown disposition %q", d)
