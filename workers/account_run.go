@@ -25,8 +25,9 @@ import (
 // AccountRunWorker runs an account: it lists the account's folders once,
 // resolves every configured alias against that listing, commits the
 // bindings (with their mapping audit rows), and inserts one folder pass per
-// resolved binding and the account's next run, Interval later, all in one
-// transaction with the run's own completion.
+// resolved binding and the account's next run, Interval later — or, when
+// one of the account's unfinished mailbox mutations failed, on the run
+// backoff — all in one transaction with the run's own completion.
 //
 // An alias that resolves to no folder, or to several, costs that folder
 // alone and is not a failed run: it is a configuration mistake, logged as a
@@ -112,8 +113,18 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 
 	start := w.deps.Now()
 	// Unfinished changes are taken in hand before any folder is touched.
-	if err := w.deps.convergeMutations(ctx, logger, key); err != nil {
+	mutationFailed, err := w.deps.convergeMutations(ctx, logger, key)
+	if err != nil {
 		return err
+	}
+	// A change that failed failed this run, which the next run counts: the
+	// next run follows the backoff a failing folder's pass earns the
+	// account, so a change that keeps failing spends its attempts at that
+	// spacing rather than the interval's.
+	next, failuresBefore := w.deps.Now().Add(cfg.Sync.Interval), state.ConsecutiveFailures
+	if mutationFailed {
+		failuresBefore++
+		next = state.RunStartedAt.Add(RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failuresBefore))
 	}
 	resolutions, err := w.discover(ctx, account)
 	// The mailbox work is done: give the slots back before scheduling the
@@ -161,7 +172,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		if err := scheduleWatch(ctx, tx, client, account); err != nil {
 			return err
 		}
-		if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, w.deps.Now().Add(cfg.Sync.Interval), state.ConsecutiveFailures, job.ID); err != nil {
+		if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, next, failuresBefore, job.ID); err != nil {
 			return err
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
@@ -185,7 +196,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	logger.InfoContext(ctx, "account run finished",
 		slog.Int("aliases", len(resolutions)), slog.Int("unresolved", unresolved),
 		slog.Int("folder_passes_scheduled", passes), slog.Duration("duration", w.deps.Now().Sub(start)),
-		slog.Duration("next_run_in", cfg.Sync.Interval))
+		slog.Duration("next_run_in", next.Sub(w.deps.Now())))
 	return nil
 }
 

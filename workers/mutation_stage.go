@@ -76,14 +76,14 @@ func (w *MutationStageWorker) Work(ctx context.Context, job *river.Job[jobs.Muta
 // stage forward, oldest first, at most MaxMutationsPerConvergencePass of
 // them, before the run touches a folder: a lost job, a failed stage or a
 // placement whose answer never came is picked up here. A mutation that
-// fails fails the account's run (its next run then follows the backoff),
-// and the run goes on.
-func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger, accountKey string) error {
+// fails fails the account's run, recorded here, and the run goes on; it
+// reports failed so the caller schedules the next run on the backoff.
+func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger, accountKey string) (failed bool, err error) {
 	ids, err := mailstore.UnfinishedMutations(ctx, d.Pool, accountKey, d.Config.Sync.MaxMutationsPerConvergencePass)
 	if err != nil || len(ids) == 0 {
-		return err
+		return false, err
 	}
-	var failed, finished int
+	var failures, finished int
 	var first error
 	for _, id := range ids {
 		m, err := d.carrier.Step(ctx, id, true)
@@ -91,9 +91,9 @@ func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger
 		case errors.Is(err, mutation.ErrBusy):
 			continue
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return false, ctx.Err()
 		case err != nil:
-			failed++
+			failures++
 			if first == nil {
 				first = err
 			}
@@ -104,13 +104,14 @@ func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger
 		}
 	}
 	logger.InfoContext(ctx, "unfinished mailbox mutations converged",
-		slog.Int("taken", len(ids)), slog.Int("finished", finished), slog.Int("failed", failed))
-	if first != nil {
-		identity := FailureIdentity(first)
-		logger.WarnContext(ctx, "a mailbox mutation failed; the account's run counts as failed", slog.String("failure", identity))
-		return mailstore.FailRun(context.WithoutCancel(ctx), d.Pool, accountKey, identity, d.Now())
+		slog.Int("taken", len(ids)), slog.Int("finished", finished), slog.Int("failed", failures))
+	if first == nil {
+		return false, nil
 	}
-	return nil
+	identity := FailureIdentity(first)
+	logger.WarnContext(ctx, "a mailbox mutation failed; the account's run counts as failed and its next run follows the backoff",
+		slog.String("failure", identity))
+	return true, mailstore.FailRun(context.WithoutCancel(ctx), d.Pool, accountKey, identity, d.Now())
 }
 
 // recordMutationFailure records a failed stage against the account's

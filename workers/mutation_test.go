@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,14 +16,19 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/nocopyuid"
 	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
+	"github.com/mailfathom/mailfathom/jobs"
+	"github.com/mailfathom/mailfathom/workers"
 )
 
 // The capability lists of the servers without MOVE, and without MOVE and
@@ -336,6 +343,9 @@ func TestPlacementWhoseAnswerIsLost(t *testing.T) {
 			cutter := &answerCutter{armed: true}
 			srv := dovecot.Start(t, opts...)
 			b := setupMutationsOn(t, srv, cutter.open(srv))
+			var sha []byte
+			require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`,
+				b.emailID(t, b.uids[0])).Scan(&sha))
 			move := b.request(t, b.uids[0], "move", "archive")
 			b.waitIdle(t)
 			got := b.mutation(t, move.ID)
@@ -352,11 +362,17 @@ func TestPlacementWhoseAnswerIsLost(t *testing.T) {
 
 			if name == "Move" {
 				// MOVE took the source with it: once synchronization has
-				// seen it leave, the change is completed.
+				// seen it leave, the change is completed. The answer that
+				// named the placement was the one lost, so it is unjoined:
+				// the destination's copy is stored as a discovery and is
+				// the one served, the source a tombstone.
 				require.Equal(t, mailstore.MutationCompleted, got.State, "failure code %q", got.FailureCode)
+				require.Empty(t, got.FailureCode, "it ran: nothing is stuck")
 				require.False(t, got.SourceLeftAt.IsZero())
+				require.Equal(t, "completed, unjoined", mutation.ViewOf(got).Summary)
 				require.NotContains(t, b.user.UIDs("INBOX"), b.uids[0])
 				require.Len(t, b.user.UIDs("Filed"), 1)
+				require.Equal(t, []string{"ARCHIVE"}, b.servedCopies(t, sha), "one served copy, the destination's")
 				return
 			}
 			// A COPY leaves the source: nothing says whether it landed, so
@@ -448,4 +464,191 @@ func TestFailingChangeSpendsItsAttempts(t *testing.T) {
 	require.Equal(t, mailstore.MutationDeadLettered, got.State)
 	require.Equal(t, mutation.CodeAttemptsExhausted, got.FailureCode)
 	require.Equal(t, 2, got.Attempts)
+}
+
+// TestFailingChangeBacksOffTheAccount: a move into a folder the server
+// refuses to put mail in (its ACL grants the owner lookup and read, not
+// insert) fails the account's run at every attempt, and each next run is
+// scheduled on the run backoff — the wait a failing folder's pass earns the
+// account — rather than the interval: the consecutive failures grow, and
+// so does the wait, until the attempts are spent.
+func TestFailingChangeBacksOffTheAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := dovecot.Start(t, dovecot.WithExtraConfig(`protocol imap {
+  mail_plugins = $mail_plugins acl
+}
+plugin {
+  acl = vfile
+}`))
+	b := &mutationBundle{syncBundle: setupSyncOn(t, srv)}
+	const interval, maxBackoff = time.Hour, 16 * time.Hour
+	b.env["MAILFATHOM_SYNC_INTERVAL"] = interval.String()
+	b.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = maxBackoff.String()
+	b.env["MAILFATHOM_SYNC_MAX_MUTATION_ATTEMPTS"] = "4"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Filed"
+	b.user.CreateFolder("Filed")
+	require.NoError(t, os.WriteFile(filepath.Join(b.user.Home(), "Maildir", "Filed", "dovecot-acl"), []byte("owner lr\n"), 0o644))
+	b.uids = append(b.uids, b.user.Append("INBOX", mailgen.Message(16, 1, 800), time.Now()))
+	b.start(t)
+	b.waitIdle(t)
+
+	move := b.request(t, b.uids[0], "move", "archive")
+	b.waitIdle(t)
+	got := b.mutation(t, move.ID)
+	require.Equal(t, mutation.CodeCommandRefused, got.FailureCode, "the server refused the move")
+	require.Equal(t, 1, got.Attempts)
+
+	for failures := 1; failures <= 3; failures++ {
+		b.runAgain(t)
+		got = b.mutation(t, move.ID)
+		require.Equal(t, failures+1, got.Attempts, "counted again by the account's run; jobs:\n%s", b.jobHistory(t))
+		require.Equal(t, mutation.CodeCommandRefused, got.FailureCode)
+		require.Equal(t, mailstore.StageRecorded, got.Stage, "a refused placement did not run and may be issued again")
+
+		st, _, err := mailstore.ReadAccountState(ctx, b.pool, "primary")
+		require.NoError(t, err)
+		require.Equal(t, failures, st.ConsecutiveFailures, "the run settled the failed one before it")
+		require.True(t, st.RunFailed, "the change failed this run too")
+		rep, err := status.Read(ctx, b.pool, workers.StatusOptions(b.deps(t)))
+		require.NoError(t, err)
+		acct := rep.Accounts[0]
+		require.Equal(t, failures+1, acct.ConsecutiveFailures)
+		require.NotNil(t, acct.NextRun)
+		require.Equal(t, status.WhyBackoff, acct.NextRun.Why)
+
+		// The next run is where the run backoff puts it after this run's
+		// failure, counted from when the run started.
+		wait := acct.NextRun.At.Sub(*st.RunStartedAt)
+		require.GreaterOrEqual(t, wait, workers.MinRunBackoff(interval, maxBackoff, failures+1), "failures %d", failures)
+		require.LessOrEqual(t, wait, min(interval<<(failures+1), maxBackoff), "failures %d", failures)
+	}
+	b.runAgain(t)
+	got = b.mutation(t, move.ID)
+	require.Equal(t, mailstore.MutationDeadLettered, got.State)
+	require.Equal(t, mutation.CodeAttemptsExhausted, got.FailureCode)
+	require.Contains(t, b.user.UIDs("INBOX"), b.uids[0])
+	require.Empty(t, b.user.UIDs("Filed"))
+}
+
+// openWithoutCopyUID opens the write connection to srv through a filter
+// that takes COPYUID out of its answers: Dovecot names the placement even
+// when UIDPLUS is not advertised, and a server that names none is what
+// this test is about.
+func openWithoutCopyUID(srv *dovecot.Server, f *nocopyuid.Filter) func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error) {
+	return func(ctx context.Context, ep imapx.Endpoint) (*imapx.WriteConnection, error) {
+		ep.Security, ep.Port = imapx.None, srv.Port()
+		ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
+		ep.Dial = f.Dial(srv.Addr())
+		return imapx.OpenWriteConnection(ctx, ep, imapx.SessionOptions{})
+	}
+}
+
+// servedCopies returns the alias of every served copy of the content
+// stored as sha, in alias order.
+func (b *mutationBundle) servedCopies(t *testing.T, sha []byte) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT f.alias FROM served_stored_emails e
+		JOIN mail_folders f ON f.id = e.mail_folder_id
+		JOIN email_message_contents c ON c.stored_email_id = e.id
+		WHERE c.sha256 = $1 ORDER BY f.alias`, sha)
+	require.NoError(t, err)
+	aliases, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return aliases
+}
+
+// TestRelocationWithoutPlacement: a server that carries a move without
+// naming the placement — MOVE without UIDPLUS, or COPY, STORE \Deleted and
+// UID EXPUNGE from a server that omits COPYUID — leaves exactly one served
+// copy, the destination's, whichever half synchronization meets first: the
+// destination's copy is stored as a discovery (nothing can join it to the
+// record without a guess), and the source leaving is the relocation
+// completing, so the source is tombstoned as MailFathom's relocation. The
+// record reads "completed, unjoined", and the status counts it.
+func TestRelocationWithoutPlacement(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		caps             string
+		path             mailstore.PlacementPath
+		destinationFirst bool
+	}{
+		"Move/SourceLeavesFirst":           {nocopyuid.Capabilities, mailstore.PathMove, false},
+		"Move/DestinationFirst":            {nocopyuid.Capabilities, mailstore.PathMove, true},
+		"CopyAndExpunge/DestinationFirst":  {capsWithoutMove, mailstore.PathFallback, true},
+		"CopyAndExpunge/SourceLeavesFirst": {capsWithoutMove, mailstore.PathFallback, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var filter nocopyuid.Filter
+			srv := dovecot.Start(t, dovecot.WithCapability(tc.caps))
+			b := setupMutationsOn(t, srv, openWithoutCopyUID(srv, &filter))
+			var sha []byte
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`,
+				b.emailID(t, b.uids[0])).Scan(&sha))
+
+			move := b.request(t, b.uids[0], "move", "archive")
+			b.waitIdle(t)
+			got := b.mutation(t, move.ID)
+			require.Equal(t, mailstore.MutationCompleted, got.State, "failure code %q", got.FailureCode)
+			require.Equal(t, tc.path, got.Path)
+			require.Positive(t, filter.Removed(), "the server's answer named the placement and the filter took it out")
+			require.Zero(t, got.PlacedUID, "no placement was named")
+			require.NotContains(t, b.user.UIDs("INBOX"), b.uids[0])
+			require.Len(t, b.user.UIDs("Filed"), 1)
+			require.Equal(t, []string{"INBOX"}, b.servedCopies(t, sha), "nothing observed yet")
+
+			sourceLeaves := func() {
+				_, err := b.client.Insert(ctx, jobs.ReconcileWindow{AccountID: "primary", Alias: "INBOX"}, nil)
+				require.NoError(t, err)
+				b.waitIdle(t)
+			}
+			destinationFound := func() {
+				_, err := b.client.Insert(ctx, jobs.FolderPass{AccountID: "primary", Alias: "ARCHIVE"}, nil)
+				require.NoError(t, err)
+				b.waitIdle(t)
+			}
+			if tc.destinationFirst {
+				destinationFound()
+				require.Equal(t, []string{"ARCHIVE", "INBOX"}, b.servedCopies(t, sha), "the source has not been seen to leave yet")
+				out := b.lastPassOutput(t, "ARCHIVE")
+				require.EqualValues(t, 1, out["stored"], "stored as a discovery")
+				require.EqualValues(t, 0, out["carried_by_mailfathom"], "joined to nothing")
+				sourceLeaves()
+			} else {
+				sourceLeaves()
+				require.Empty(t, b.servedCopies(t, sha), "the source has left; the destination is not discovered yet")
+				destinationFound()
+			}
+			require.Equal(t, []string{"ARCHIVE"}, b.servedCopies(t, sha), "one served copy, the destination's")
+
+			var reason string
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_expunge_reason FROM stored_emails WHERE id = $1`, move.EmailID).Scan(&reason))
+			require.Equal(t, "RelocatedByMailFathom", reason)
+			got = b.mutation(t, move.ID)
+			require.True(t, got.Unjoined())
+			require.False(t, got.SourceLeftAt.IsZero())
+			v := mutation.ViewOf(got)
+			require.Equal(t, "completed, unjoined", v.Summary)
+			require.Equal(t, mutation.PlacementUnjoined, v.Placement)
+			rep, err := status.Read(ctx, b.pool, workers.StatusOptions(b.deps(t)))
+			require.NoError(t, err)
+			require.EqualValues(t, 1, rep.Accounts[0].Mutations.CompletedUnjoined)
+			for _, f := range rep.Accounts[0].Folders {
+				if f.Alias == "INBOX" {
+					require.EqualValues(t, 1, f.Mutations.CompletedUnjoined, "counted under its source")
+				}
+			}
+
+			// Later runs change nothing: no second copy, no lost one.
+			b.runAgain(t)
+			require.Equal(t, []string{"ARCHIVE"}, b.servedCopies(t, sha))
+			require.Len(t, b.stored(t, "ARCHIVE"), 1)
+		})
+	}
 }

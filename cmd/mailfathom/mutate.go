@@ -76,7 +76,9 @@ func mutateCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	return 0
 }
 
-// mutationsCmd lists mailbox mutations, newest first.
+// mutationsCmd lists mailbox mutations, newest first. A move or copy the
+// server carried without naming the placement reads "completed,
+// unjoined" in the STATE column.
 func mutationsCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mutations", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -129,7 +131,7 @@ func mutationsCmd(ctx context.Context, args, environ []string, stdout, stderr io
 	for _, m := range list {
 		v := mutation.ViewOf(m)
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.RecordedAt.Format("2006-01-02 15:04"), v.ID, v.Account, v.Kind,
-			v.SourceAlias, dash(v.DestinationAlias), v.State, v.Stage, v.Attempts, dash(v.FailureCode), v.EmailID)
+			v.SourceAlias, dash(v.DestinationAlias), v.Summary, v.Stage, v.Attempts, dash(v.FailureCode), v.EmailID)
 	}
 	_ = w.Flush()
 	return 0

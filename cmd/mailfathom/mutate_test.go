@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -126,4 +127,25 @@ func TestMutateAndMutationsCommands(t *testing.T) {
 	code, _, stderr = runCmd(t, env, "mutate", "-request-id", "k9", "move", id.String(), "archive")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "[EmailNoLongerServed]")
+
+	// The move, carried by a server that named no placement, lists as
+	// completed and unjoined.
+	moveID, err := uuid.Parse(fields[0])
+	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := mailstore.AdvanceMutation(ctx, tx, moveID, mailstore.StageRecorded,
+			mailstore.MutationAdvance{Stage: mailstore.StagePlacementIssued, Path: mailstore.PathMove}, time.Now()); err != nil {
+			return err
+		}
+		return mailstore.AdvanceMutation(ctx, tx, moveID, mailstore.StagePlacementIssued, mailstore.MutationAdvance{Stage: mailstore.StageCompleted}, time.Now())
+	}))
+	code, stdout, stderr = runCmd(t, env, "mutations", "-state", "completed")
+	require.Equal(t, 0, code, stderr)
+	var line string
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.Contains(l, fields[0]) {
+			line = l
+		}
+	}
+	require.Contains(t, line, "completed, unjoined", stdout)
 }

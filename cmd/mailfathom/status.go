@@ -98,6 +98,9 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		}
 	}
 	for _, a := range rep.Accounts {
+		if n := a.Mutations.CompletedUnjoined; n > 0 {
+			fmt.Fprintf(stdout, "%s: %d move(s) or copy(ies) completed, unjoined: the server named no placement\n", a.ID, n)
+		}
 		if m := a.LastFailedMutation; m != nil {
 			fmt.Fprintf(stdout, "%s: last failed mutation %s (%s, %s), failure code %s at %s\n",
 				a.ID, m.ID, m.Kind, m.State, m.FailureCode, m.At.UTC().Format(time.RFC3339))

@@ -3,20 +3,28 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/nocopyuid"
 )
 
 // TestMutateFromTwoProcesses: two `mailfathom mutate` processes ask for the
@@ -172,5 +180,126 @@ func TestRelocationSurvivesSIGKILL(t *testing.T) {
 	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
 	require.Contains(t, user.UIDs("INBOX"), owners)
 	require.Len(t, user.UIDs("Filed"), 1, "in the destination exactly once")
+	p.stop(t)
+}
+
+// TestRelocationWithoutUIDPlus: against a server that offers MOVE but not
+// UIDPLUS, and so names no placement in its answer, a move asked through
+// MCP ends with exactly one served copy of the message, in the
+// destination; and every place an operator or an assistant reads the
+// change says it is completed and unjoined — `mailfathom mutations`, MCP's
+// get_mutation, /api/v1/status and the /status page.
+func TestRelocationWithoutUIDPlus(t *testing.T) {
+	t.Parallel()
+	// Dovecot names the placement even when UIDPLUS is not advertised: the
+	// account reaches it through a filter that takes COPYUID out.
+	b := setup(t, dbtest.URL(t), dovecot.WithCapability(nocopyuid.Capabilities))
+	uiPassword := filepath.Join(b.dir, "ui-password")
+	require.NoError(t, os.WriteFile(uiPassword, []byte("unjoined-secret\n"), 0o600))
+	b.env["MAILFATHOM_UI_ENABLED"] = "true"
+	b.env["MAILFATHOM_UI_PASSWORD"] = "file:" + uiPassword
+	user := b.server.NewUser()
+	user.CreateFolder("Filed")
+	seedCorpus(t, user, "INBOX", 3, 34, 8)
+	b.addAccount(t, "plain", user, folderMapping{"inbox", "INBOX"}, folderMapping{"filed", "Filed"})
+	proxy := nocopyuid.Start(t, b.server.Addr())
+	const acct = "MAILFATHOM_ACCOUNTS_0_"
+	b.env[acct+"HOST"] = proxy.Host()
+	b.env[acct+"PORT"] = strconv.Itoa(proxy.Port())
+	b.env[acct+"CONNECTION_SECURITY"] = "None"
+	b.env[acct+"ALLOW_INSECURE_CONNECTION"] = "true"
+	b.env[acct+"ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION"] = "true"
+	delete(b.env, acct+"CERTIFICATE_TRUST")
+	delete(b.env, acct+"TRUSTED_CERTIFICATE_AUTHORITY")
+	p := b.start(t, "serve")
+	b.waitSynced(t, p, 3, time.Minute)
+
+	ctx := t.Context()
+	var emailID string
+	var sha []byte
+	require.NoError(t, b.pool.QueryRow(ctx, `
+		SELECT e.id::text, c.sha256 FROM stored_emails e
+		JOIN mail_folders f ON f.id = e.mail_folder_id
+		JOIN email_message_contents c ON c.stored_email_id = e.id
+		WHERE f.alias = 'INBOX' AND e.uid = 1`).Scan(&emailID, &sha))
+	served := func() []string {
+		rows, err := b.pool.Query(ctx, `
+			SELECT f.alias FROM served_stored_emails e
+			JOIN mail_folders f ON f.id = e.mail_folder_id
+			JOIN email_message_contents c ON c.stored_email_id = e.id
+			WHERE c.sha256 = $1 ORDER BY f.alias`, sha)
+		require.NoError(t, err)
+		aliases, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return aliases
+	}
+
+	cmd := exec.Command(binary(t), "mcp")
+	cmd.Env = fromEnv(b.env)
+	var stdioLog capture.Buffer
+	cmd.Stderr = &stdioLog
+	mcpSession, err := mcp.NewClient(&mcp.Implementation{Name: "mailfathom-e2e", Version: "1"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err, "stderr:\n%s", stdioLog.String())
+	defer mcpSession.Close()
+	move := mcpCall[mcpMutation](t, mcpSession, "move_email", map[string]any{"email_id": emailID, "destination_alias": "filed"})
+
+	state := func() string {
+		var s string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM mailbox_mutations WHERE id = $1`, move.ID).Scan(&s))
+		return s
+	}
+	require.Eventually(t, func() bool { return state() == "Completed" }, time.Minute, 50*time.Millisecond,
+		"the move did not complete; log:\n%s", tailLines(p.rawLog(), 40))
+	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
+	require.Len(t, user.UIDs("Filed"), 1)
+	require.Positive(t, proxy.Removed(), "the server named the placement and the filter took it out")
+
+	// The account's next run meets both halves: the copy in the
+	// destination, and the source gone.
+	_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
+	require.NoError(t, err)
+	deadline := time.Now().Add(time.Minute)
+	for copies := served(); !slices.Equal(copies, []string{"FILED"}); copies = served() {
+		require.True(t, time.Now().Before(deadline) && p.running(), "served copies %v; log:\n%s", copies, tailLines(p.rawLog(), 40))
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	got := mcpCall[struct {
+		State   string `json:"state"`
+		Summary string `json:"summary"`
+	}](t, mcpSession, "get_mutation", map[string]any{"mutation_id": move.ID})
+	require.Equal(t, "completed", got.State)
+	require.Equal(t, "completed, unjoined", got.Summary)
+
+	list := exec.Command(binary(t), "mutations", "-account", "plain")
+	list.Env = fromEnv(b.env)
+	out, err := list.Output()
+	require.NoError(t, err)
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, move.ID) {
+			line = l
+		}
+	}
+	require.Contains(t, line, "completed, unjoined", string(out))
+
+	get := func(path string) []byte {
+		req, err := http.NewRequest(http.MethodGet, "http://"+p.addr(t)+path, nil)
+		require.NoError(t, err)
+		req.SetBasicAuth("admin", "unjoined-secret")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return body
+	}
+	var rep status.Report
+	require.NoError(t, json.Unmarshal(get("/api/v1/status"), &rep))
+	require.Len(t, rep.Accounts, 1)
+	require.EqualValues(t, 1, rep.Accounts[0].Mutations.CompletedUnjoined)
+	require.Contains(t, string(get("/status")), "1 move(s) or copy(ies) completed, unjoined")
 	p.stop(t)
 }

@@ -128,6 +128,23 @@ type MutationRequest struct {
 	RequestID string
 }
 
+// Unjoined reports that m is a relocation or a copy the server carried
+// without naming the placement — it answered with no COPYUID, or a MOVE
+// whose answer was never read completed from its source leaving — so no
+// discovery is ever joined to it: the destination's copy is stored as any
+// other discovery, and a relocation's source is tombstoned once it is seen
+// to leave. It is false until the placement is known to have run.
+func (m Mutation) Unjoined() bool {
+	if !m.Kind.Places() || m.PlacedUID != 0 {
+		return false
+	}
+	switch m.Stage {
+	case StageCopied, StageFlagged, StageCompleted:
+		return true
+	}
+	return false
+}
+
 // sameChange reports whether m is the change r asks for.
 func (m Mutation) sameChange(r MutationRequest) bool {
 	return m.EmailID == r.EmailID && m.Kind == r.Kind && m.DestinationFolderID == r.DestinationFolderID
@@ -466,8 +483,10 @@ func FailMutation(ctx context.Context, q Querier, id uuid.UUID, code string, now
 }
 
 // FinishMutation puts an unfinished mutation in a final state: completed
-// (code "") or dead-lettered with its failure code. A mutation already
-// final is left as it is.
+// or dead-lettered with its failure code (code "" keeps the code the last
+// failed attempt recorded). Completing clears the failure code: a change
+// that ended as asked is not stuck, whatever its earlier attempts met. A
+// mutation already final is left as it is.
 func FinishMutation(ctx context.Context, q Querier, id uuid.UUID, state MutationState, code string, now time.Time) error {
 	if !state.Final() {
 		return fmt.Errorf("mailstore: finish mutation: %s is not a final state", state)
@@ -477,7 +496,8 @@ func FinishMutation(ctx context.Context, q Querier, id uuid.UUID, state Mutation
 		c = &code
 	}
 	if _, err := q.Exec(ctx,
-		`UPDATE mailbox_mutations SET state = $2, failure_code = coalesce($3, failure_code), updated_at = $4,
+		`UPDATE mailbox_mutations SET state = $2, updated_at = $4,
+		        failure_code = CASE WHEN $2 = 'Completed' THEN NULL ELSE coalesce($3, failure_code) END,
 		        completed_at = CASE WHEN $2 = 'Completed' THEN $4 ELSE completed_at END,
 		        stage = CASE WHEN $2 = 'Completed' THEN 'Completed' ELSE stage END
 		 WHERE id = $1 AND state IN ('Pending', 'Converging')`, id, string(state), c, now); err != nil {
@@ -486,28 +506,32 @@ func FinishMutation(ctx context.Context, q Querier, id uuid.UUID, state Mutation
 	return nil
 }
 
-// OutstandingMutations is one (kind, state) group of mutations that are not
-// completed: how many, and when the oldest was recorded.
+// OutstandingMutations is one (account, kind, state) group of mutations
+// that are not completed: how many, and when the oldest was recorded.
 type OutstandingMutations struct {
-	Kind   MutationKind
-	State  MutationState
-	Count  int64
-	Oldest time.Time
+	AccountKey string
+	Kind       MutationKind
+	State      MutationState
+	Count      int64
+	Oldest     time.Time
 }
 
 // CountOutstandingMutations groups the mutations that are pending,
-// converging or dead-lettered by kind and state.
+// converging or dead-lettered by account, kind and state. It reads
+// ix_mailbox_mutations_outstanding, never the completed changes.
 func CountOutstandingMutations(ctx context.Context, q Querier) ([]OutstandingMutations, error) {
 	rows, err := q.Query(ctx,
-		`SELECT mutation, state, count(*), min(recorded_at) FROM mailbox_mutations
-		 WHERE state <> 'Completed' GROUP BY mutation, state ORDER BY mutation, state`)
+		`SELECT a.account_key, m.mutation, m.state, count(*), min(m.recorded_at)
+		 FROM mailbox_mutations m JOIN mailbox_accounts a ON a.id = m.mailbox_account_id
+		 WHERE m.state <> 'Completed'
+		 GROUP BY a.account_key, m.mutation, m.state ORDER BY a.account_key, m.mutation, m.state`)
 	if err != nil {
 		return nil, fmt.Errorf("mailstore: count outstanding mutations: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutstandingMutations, error) {
 		var o OutstandingMutations
 		var kind, state string
-		err := r.Scan(&kind, &state, &o.Count, &o.Oldest)
+		err := r.Scan(&o.AccountKey, &kind, &state, &o.Count, &o.Oldest)
 		o.Kind, o.State = MutationKind(kind), MutationState(state)
 		return o, err
 	})
@@ -551,6 +575,34 @@ func OutstandingMutationsByFolder(ctx context.Context, q Querier) ([]FolderMutat
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mailstore: count outstanding mutations by folder: %w", err)
+	}
+	return out, nil
+}
+
+// UnjoinedPlacements counts, by account and source folder alias (across
+// the alias's bindings), the completed relocations and copies whose
+// placement the server never named (Mutation.Unjoined): "completed,
+// unjoined". It reads ix_mailbox_mutations_unjoined, never the rest of
+// the completed changes.
+func UnjoinedPlacements(ctx context.Context, q Querier) ([]FolderMutations, error) {
+	rows, err := q.Query(ctx, `
+		SELECT a.account_key, f.alias, count(*)
+		FROM mailbox_mutations m
+		JOIN mail_folders f ON f.id = m.source_mail_folder_id
+		JOIN mailbox_accounts a ON a.id = m.mailbox_account_id
+		WHERE m.state = 'Completed' AND m.placed_uid IS NULL AND m.mutation IN ('Relocate', 'Copy')
+		GROUP BY a.account_key, f.alias
+		ORDER BY a.account_key, f.alias`)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: count unjoined placements: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FolderMutations, error) {
+		m := FolderMutations{State: MutationCompleted}
+		err := r.Scan(&m.AccountKey, &m.Alias, &m.Count)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: count unjoined placements: %w", err)
 	}
 	return out, nil
 }
@@ -606,8 +658,9 @@ func ReadBindingByID(ctx context.Context, q Querier, id int64) (Binding, bool, e
 }
 
 // HideDeletedEmail applies a completed delete of MailFathom's own to the
-// local copy at once: under RetainTombstone the email is tombstoned (every
-// query excludes it from now), under EraseLocalCopy it is removed, and its
+// local copy at once: under RetainTombstone the email is tombstoned with
+// the reason DeletedByMailFathom (every query excludes it from now), under
+// EraseLocalCopy it is removed, and its
 // content, search document and mutation records with it. A tombstone
 // already recorded keeps its time.
 func HideDeletedEmail(ctx context.Context, q Querier, id uuid.UUID, d Disposition, now time.Time) error {
@@ -617,7 +670,7 @@ func HideDeletedEmail(ctx context.Context, q Querier, id uuid.UUID, d Dispositio
 		_, err = q.Exec(ctx, `DELETE FROM stored_emails WHERE id = $1`, id)
 	case RetainTombstone:
 		_, err = q.Exec(ctx,
-			`UPDATE stored_emails SET remote_expunge_observed_at = $2, updated_at = $2
+			`UPDATE stored_emails SET remote_expunge_observed_at = $2, remote_expunge_reason = 'DeletedByMailFathom', updated_at = $2
 			 WHERE id = $1 AND remote_expunge_observed_at IS NULL`, id, now)
 	default:
 		return fmt.Errorf("mailstore: hide deleted email: unknown disposition %q", d)

@@ -180,6 +180,24 @@ func TestMutations(t *testing.T) {
 		require.Equal(t, mailstore.AttemptFinal, d)
 	})
 
+	t.Run("CompletingClearsTheFailureCodeDeadLetteringKeepsIt", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		finish := func(requestID string, state mailstore.MutationState, code string) mailstore.Mutation {
+			m, _, err := record(ctx, t, b, mailstore.MutationRequest{EmailID: b.email, Kind: mailstore.MutationMarkRead, RequestID: requestID})
+			require.NoError(t, err)
+			require.NoError(t, mailstore.FailMutation(ctx, b.pool, m.ID, "10001", b.now))
+			require.NoError(t, mailstore.FinishMutation(ctx, b.pool, m.ID, state, code, b.now))
+			got, _, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
+			require.NoError(t, err)
+			require.Equal(t, state, got.State)
+			return got
+		}
+		require.Empty(t, finish("done", mailstore.MutationCompleted, "").FailureCode, "a change that ended as asked is not stuck")
+		require.Equal(t, "10001", finish("kept", mailstore.MutationDeadLettered, "").FailureCode)
+		require.Equal(t, "30001", finish("given-up", mailstore.MutationDeadLettered, "30001").FailureCode)
+	})
+
 	t.Run("AdvanceFromAStageNoLongerHeldConflicts", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
@@ -299,6 +317,112 @@ func TestChangesOfMailFathomsOwn(t *testing.T) {
 		got, _, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
 		require.NoError(t, err)
 		require.False(t, got.SourceLeftAt.IsZero())
+	})
+
+	// unnamed records a relocation the server carried along path without
+	// naming the placement, as far as stage.
+	unnamed := func(ctx context.Context, t *testing.T, b *testBundle, path mailstore.PlacementPath, stage mailstore.MutationStage) mailstore.Mutation {
+		t.Helper()
+		var m mailstore.Mutation
+		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			var err error
+			m, _, err = mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: b.email, Kind: mailstore.MutationRelocate,
+				DestinationFolderID: b.arch.ID, RequestID: "unnamed"}, b.now)
+			if err != nil {
+				return err
+			}
+			err = mailstore.AdvanceMutation(ctx, tx, m.ID, mailstore.StageRecorded, mailstore.MutationAdvance{Stage: mailstore.StagePlacementIssued, Path: path}, b.now)
+			if err != nil || stage == mailstore.StagePlacementIssued {
+				return err
+			}
+			return mailstore.AdvanceMutation(ctx, tx, m.ID, mailstore.StagePlacementIssued, mailstore.MutationAdvance{Stage: stage}, b.now)
+		}))
+		got, _, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
+		require.NoError(t, err)
+		return got
+	}
+	reason := func(ctx context.Context, t *testing.T, b *testBundle) *string {
+		t.Helper()
+		var r *string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_expunge_reason FROM stored_emails WHERE id = $1`, b.email).Scan(&r))
+		return r
+	}
+
+	// A relocation whose placement the server never named can be joined to
+	// no discovery: the destination's copy is stored as one, and the
+	// source leaving is the relocation completing, so the source row is
+	// tombstoned as MailFathom's relocation — under either disposition,
+	// since erasing it would erase the relocation's record.
+	for _, tc := range []struct {
+		name  string
+		path  mailstore.PlacementPath
+		stage mailstore.MutationStage
+		d     mailstore.Disposition
+	}{
+		{"MoveAnswered", mailstore.PathMove, mailstore.StageCompleted, mailstore.RetainTombstone},
+		{"MoveAnsweredErasingAccount", mailstore.PathMove, mailstore.StageCompleted, mailstore.EraseLocalCopy},
+		{"MoveUnanswered", mailstore.PathMove, mailstore.StagePlacementIssued, mailstore.RetainTombstone},
+		{"CopyConfirmed", mailstore.PathFallback, mailstore.StageCopied, mailstore.EraseLocalCopy},
+	} {
+		t.Run("UnjoinedRelocationSourceLeavingIsItsTombstone/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, b := setup(t)
+			m := unnamed(ctx, t, b, tc.path, tc.stage)
+			require.Equal(t, tc.stage != mailstore.StagePlacementIssued, m.Unjoined(), "unjoined once the placement is known to have run")
+			r := gone(ctx, t, b, tc.d)
+			require.Equal(t, 1, r.LeftByMailFathom)
+			require.Equal(t, 1, r.RelocatedUnjoined)
+			require.Zero(t, r.Gone(), "not the disposition of mail someone else removed")
+			e, found, err := mailstore.ReadMutableEmail(ctx, b.pool, b.email)
+			require.NoError(t, err)
+			require.True(t, found, "tombstoned, not erased")
+			require.True(t, e.Tombstoned, "no longer served")
+			require.Equal(t, "RelocatedByMailFathom", *reason(ctx, t, b))
+			got, found, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
+			require.NoError(t, err)
+			require.True(t, found, "the record stays readable")
+			require.False(t, got.SourceLeftAt.IsZero())
+
+			// A later window no longer asks about it, and nothing moves
+			// back.
+			w, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.inbox.ID, 7, 10)
+			require.NoError(t, err)
+			require.Empty(t, w.Entries)
+		})
+	}
+
+	t.Run("UnansweredCopyOfARelocationDoesNotAccountForTheSourceLeaving", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		// A COPY leaves the source where it was: its disappearance is
+		// someone else's, whatever became of the copy.
+		m := unnamed(ctx, t, b, mailstore.PathFallback, mailstore.StagePlacementIssued)
+		r := gone(ctx, t, b, mailstore.RetainTombstone)
+		require.Zero(t, r.LeftByMailFathom)
+		require.Equal(t, 1, r.Tombstoned)
+		require.Nil(t, reason(ctx, t, b))
+		got, _, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
+		require.NoError(t, err)
+		require.True(t, got.SourceLeftAt.IsZero())
+	})
+
+	t.Run("UnjoinedPlacementsAreCountedOnceCompleted", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		m := unnamed(ctx, t, b, mailstore.PathMove, mailstore.StagePlacementIssued)
+		count := func() []mailstore.FolderMutations {
+			got, err := mailstore.UnjoinedPlacements(ctx, b.pool)
+			require.NoError(t, err)
+			return got
+		}
+		require.Empty(t, count(), "not known to have run")
+		require.NoError(t, mailstore.FailMutation(ctx, b.pool, m.ID, "10001", b.now))
+		require.NoError(t, mailstore.FinishMutation(ctx, b.pool, m.ID, mailstore.MutationCompleted, "", b.now))
+		got, _, err := mailstore.ReadMutation(ctx, b.pool, m.ID)
+		require.NoError(t, err)
+		require.True(t, got.Unjoined())
+		require.Empty(t, got.FailureCode, "a completed change is not stuck, whatever an earlier attempt met")
+		require.Equal(t, []mailstore.FolderMutations{{AccountKey: "a", Alias: "INBOX", State: mailstore.MutationCompleted, Count: 1}}, count())
 	})
 
 	t.Run("ADisappearanceNoRecordAccountsForIsTombstoned", func(t *testing.T) {

@@ -43,9 +43,22 @@ type ReconcileResult struct {
 	// LeftByMailFathom are disappearances a mailbox mutation of
 	// MailFathom's own accounts for (a relocation or a delete it issued):
 	// no tombstone or erasure as for mail someone else removed. A
-	// relocated row keeps its place until its placement is discovered; an
-	// email MailFathom deleted is hidden (or erased) as its delete does.
+	// relocated row whose placement the server named keeps its place until
+	// that placement is discovered; an email MailFathom deleted is hidden
+	// (or erased) as its delete does. A relocation whose COPY was sent and
+	// its answer never read accounts for no disappearance: a COPY leaves
+	// the source where it was.
 	LeftByMailFathom int `json:"left_by_mailfathom"`
+	// RelocatedUnjoined are the LeftByMailFathom that were the source of a
+	// relocation whose placement the server never named (no COPYUID, or a
+	// MOVE whose answer was never read): no discovery can carry the row
+	// across, so the destination's copy is stored as a discovery and is the
+	// one served, and the source is tombstoned with the reason
+	// RelocatedByMailFathom. It is tombstoned, not erased, under either
+	// disposition: erasing it would erase the relocation's record with it,
+	// and the message's content is kept locally anyway, in the
+	// destination's copy.
+	RelocatedUnjoined int `json:"relocated_unjoined"`
 	// SeenByMailFathom are \Seen changes a completed mark-read or
 	// mark-unread of MailFathom's own accounts for: the flag moved the way
 	// the store asked, and the occurrence's last observation predates the
@@ -129,13 +142,15 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 			  AND (e.remote_flags_observed_at IS NULL OR e.remote_flags_observed_at <= $3)
 		),
 		authored AS (
-			SELECT DISTINCT ON (c.id) c.id, m.id AS mutation_id, m.mutation
+			SELECT DISTINCT ON (c.id) c.id, m.id AS mutation_id, m.mutation,
+			       m.mutation = 'Relocate' AND m.placed_uid IS NULL AS unjoined
 			FROM current c
 			JOIN stored_emails e ON e.id = c.id
 			JOIN mailbox_mutations m ON m.source_mail_folder_id = e.mail_folder_id
 			 AND m.source_uid_validity = e.uid_validity AND m.source_uid = e.uid
 			WHERE c.kind = 'gone' AND m.mutation IN ('Relocate', 'Delete')
 			  AND m.stage <> 'Recorded' AND m.state <> 'DeadLettered'
+			  AND NOT (m.stage = 'PlacementIssued' AND m.placement_path = 'Fallback')
 			ORDER BY c.id, m.recorded_at
 		),
 		seen_authored AS (
@@ -156,11 +171,16 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 		),
 		kept AS (
 			UPDATE stored_emails e SET remote_flags_observed_at = $2
-			FROM authored a WHERE e.id = a.id AND a.mutation = 'Relocate'
+			FROM authored a WHERE e.id = a.id AND a.mutation = 'Relocate' AND NOT a.unjoined
+			RETURNING e.id
+		),
+		relocated_unjoined AS (
+			UPDATE stored_emails e SET remote_expunge_observed_at = $2, remote_expunge_reason = 'RelocatedByMailFathom', updated_at = $2
+			FROM authored a WHERE e.id = a.id AND a.unjoined
 			RETURNING e.id
 		),
 		authored_hidden AS (
-			UPDATE stored_emails e SET remote_expunge_observed_at = $2, updated_at = $2
+			UPDATE stored_emails e SET remote_expunge_observed_at = $2, remote_expunge_reason = 'DeletedByMailFathom', updated_at = $2
 			FROM authored a WHERE e.id = a.id AND a.mutation = 'Delete' AND $4 = 'RetainTombstone'
 			RETURNING e.id
 		),
@@ -194,11 +214,11 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 		SELECT (SELECT count(*) FROM refreshed), (SELECT count(*) FROM confirmed),
 		       (SELECT count(*) FROM tombstoned), (SELECT count(*) FROM erased),
 		       (SELECT count(*) FROM input) - (SELECT count(*) FROM current),
-		       (SELECT count(*) FROM authored), (SELECT count(*) FROM seen_authored),
+		       (SELECT count(*) FROM authored), (SELECT count(*) FROM relocated_unjoined), (SELECT count(*) FROM seen_authored),
 		       (SELECT jsonb_agg(jsonb_build_object('kind', x.mutation, 'mutation', x.mutation_id, 'email', x.id))
-		        FROM (SELECT * FROM authored UNION ALL SELECT * FROM seen_authored) x)`,
+		        FROM (SELECT id, mutation_id, mutation FROM authored UNION ALL SELECT * FROM seen_authored) x)`,
 		input, time.Now(), w.TakenAt, string(d)).Scan(&r.Refreshed, &r.Confirmed, &r.Tombstoned, &r.Erased, &r.Superseded,
-		&r.LeftByMailFathom, &r.SeenByMailFathom, &r.Withheld)
+		&r.LeftByMailFathom, &r.RelocatedUnjoined, &r.SeenByMailFathom, &r.Withheld)
 	if err != nil {
 		return ReconcileResult{}, fmt.Errorf("mailstore: apply the answer: %w", err)
 	}

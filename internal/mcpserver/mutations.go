@@ -66,7 +66,7 @@ func (s *server) addMutationTools(srv *mcp.Server) {
 	addTool(s, srv, &mcp.Tool{
 		Name:        "get_mutation",
 		Title:       "Follow a change",
-		Description: "Reports where a change stands: pending, converging, completed or dead-lettered (given up, with a failure code).",
+		Description: "Reports where a change stands: pending, converging, completed or dead-lettered (given up, with a failure code). A move or copy the mail server carried without naming where it put the message reads \"completed, unjoined\" in summary: the copy in the destination folder is listed as a message of its own, and a moved message's original stops being listed once synchronization sees it leave.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.getMutation)
 }

@@ -25,7 +25,8 @@ type CarrierConfig struct {
 	Connections *Connections
 	// Next inserts, in tx, the job that carries m on from the stage it is
 	// at now. It is called in the transaction of every advance that leaves
-	// m unfinished and not waiting on an unknown outcome. Required.
+	// m unfinished, not waiting on an unknown outcome and not refused (a
+	// refused placement waits for the account's next run). Required.
 	Next func(ctx context.Context, tx pgx.Tx, m mailstore.Mutation) error
 	// MaxAttempts is MaxMutationAttempts. Default 5.
 	MaxAttempts int
@@ -344,7 +345,10 @@ func (c *Carrier) settle(ctx context.Context, m mailstore.Mutation) (mailstore.M
 
 // advance moves m from stage from as a says, in one transaction with the
 // next stage's job and, for a completed delete, with hiding the local
-// copy.
+// copy. A placement the server refused goes back to StageRecorded with no
+// job: like any failed stage it waits for the account's next run, and an
+// account run converging it does not have a stage job try it again at
+// once.
 func (c *Carrier) advance(ctx context.Context, m mailstore.Mutation, from mailstore.MutationStage, a mailstore.MutationAdvance) error {
 	// The command ran: its record is written even if the caller's
 	// context ends now.
@@ -357,7 +361,8 @@ func (c *Carrier) advance(ctx context.Context, m mailstore.Mutation, from mailst
 		if a.Stage == mailstore.StageCompleted && m.Kind == mailstore.MutationDelete {
 			return mailstore.HideDeletedEmail(ctx, tx, m.EmailID, c.cfg.Disposition(m.AccountKey), now)
 		}
-		if a.Stage == mailstore.StageCompleted || a.Stage == mailstore.StagePlacementIssued {
+		if a.Stage == mailstore.StageCompleted || a.Stage == mailstore.StagePlacementIssued ||
+			(from == mailstore.StagePlacementIssued && a.Stage == mailstore.StageRecorded) {
 			return nil
 		}
 		next := m

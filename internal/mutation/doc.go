@@ -22,6 +22,11 @@
 // follows the record rather than what the server advertises on the next
 // connection.
 //
+// A placement the server carried without naming it (no COPYUID) is joined
+// to no discovery: it reads "completed, unjoined" (View.Summary), the
+// destination's copy is stored as a discovery of its own, and a
+// relocation's source is tombstoned once synchronization sees it leave.
+//
 // Attempts are counted before each attempt (so one that kills the process
 // counts), bounded by MaxMutationAttempts; a server with no safe way to
 // carry the change and a missing destination folder are final at the first

@@ -184,36 +184,51 @@ func TestHandler(t *testing.T) {
 	})
 }
 
+// TestCollector: the outstanding changes are reported per account, kind
+// and state — every combination for each configured account, labelled with
+// its configured identifier — so which account waits on what reads from
+// /metrics; an account no longer configured keeps its own series.
 func TestCollector(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool := dbtest.Pool(t)
-	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
-	require.NoError(t, err)
-	var inbox mailstore.Binding
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var err error
-		inbox, _, _, err = mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-		return err
-	}))
-	email, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: inbox.ID, UIDValidity: 1, UID: 1,
-		Size: 1, Raw: []byte("x"), Availability: mailstore.Available})
-	require.NoError(t, err)
+	email := func(account string) uuid.UUID {
+		accountID, err := mailstore.EnsureAccount(ctx, pool, account)
+		require.NoError(t, err)
+		var inbox mailstore.Binding
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			inbox, _, _, err = mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+			return err
+		}))
+		id, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: inbox.ID, UIDValidity: 1, UID: 1,
+			Size: 1, Raw: []byte("x"), Availability: mailstore.Available})
+		require.NoError(t, err)
+		return id
+	}
+	primary, other, gone := email("primary"), email("other"), email("gone")
 	recorded := time.Now().Add(-time.Hour)
 	var dead mailstore.Mutation
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, _, err := mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: email, Kind: mailstore.MutationMarkRead, RequestID: "a"}, recorded); err != nil {
+		if _, _, err := mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: primary, Kind: mailstore.MutationMarkRead, RequestID: "a"}, recorded); err != nil {
+			return err
+		}
+		if _, _, err := mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: other, Kind: mailstore.MutationMarkRead, RequestID: "c"}, recorded.Add(30*time.Minute)); err != nil {
+			return err
+		}
+		if _, _, err := mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: gone, Kind: mailstore.MutationMarkUnread, RequestID: "d"}, recorded); err != nil {
 			return err
 		}
 		var err error
-		dead, _, err = mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: email, Kind: mailstore.MutationDelete, RequestID: "b"}, recorded)
+		dead, _, err = mailstore.RecordMutation(ctx, tx, mailstore.MutationRequest{EmailID: primary, Kind: mailstore.MutationDelete, RequestID: "b"}, recorded)
 		return err
 	}))
 	require.NoError(t, mailstore.FinishMutation(ctx, pool, dead.ID, mailstore.MutationDeadLettered, mutation.CodeNoSafeWay, time.Now()))
 
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(mutation.NewCollector(pool)))
+	cfg := &config.Config{Accounts: []config.Account{{ID: "Primary"}, {ID: "other"}}}
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(mutation.NewCollector(pool, cfg)))
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	values := map[string]float64{}
@@ -223,13 +238,17 @@ func TestCollector(t *testing.T) {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			values[f.GetName()+"/"+labels["kind"]+"/"+labels["state"]] = m.GetGauge().GetValue()
+			values[f.GetName()+"/"+labels["account"]+"/"+labels["kind"]+"/"+labels["state"]] = m.GetGauge().GetValue()
 		}
 	}
-	require.Len(t, values, 2*5*3, "every kind and state is reported")
-	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/mark-read/pending"])
-	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/delete/dead-lettered"])
-	require.Equal(t, 0.0, values["mailfathom_mailbox_mutations_outstanding/move/pending"])
-	require.InDelta(t, 3600, values["mailfathom_mailbox_mutations_oldest_outstanding_age_seconds/mark-read/pending"], 120)
-	require.Equal(t, 0.0, values["mailfathom_mailbox_mutations_oldest_outstanding_age_seconds/move/pending"])
+	require.Len(t, values, 2*(2*5*3)+2, "every kind and state of every configured account, and the unconfigured account's one group")
+	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/Primary/mark-read/pending"])
+	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/Primary/delete/dead-lettered"])
+	require.Equal(t, 0.0, values["mailfathom_mailbox_mutations_outstanding/Primary/move/pending"])
+	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/other/mark-read/pending"])
+	require.Equal(t, 0.0, values["mailfathom_mailbox_mutations_outstanding/other/delete/dead-lettered"])
+	require.Equal(t, 1.0, values["mailfathom_mailbox_mutations_outstanding/gone/mark-unread/pending"])
+	require.InDelta(t, 3600, values["mailfathom_mailbox_mutations_oldest_outstanding_age_seconds/Primary/mark-read/pending"], 120)
+	require.InDelta(t, 1800, values["mailfathom_mailbox_mutations_oldest_outstanding_age_seconds/other/mark-read/pending"], 120)
+	require.Equal(t, 0.0, values["mailfathom_mailbox_mutations_oldest_outstanding_age_seconds/Primary/move/pending"])
 }

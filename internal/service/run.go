@@ -227,7 +227,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := reg.Register(status.NewCollector(pool, statusOpts)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if err := reg.Register(mutation.NewCollector(pool)); err != nil {
+	if err := reg.Register(mutation.NewCollector(pool, cfg)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, client)

@@ -89,6 +89,7 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f
 {{with .NextRun}}Next run: {{.Why}}{{if gt .InSeconds 0.0}}, in {{in .InSeconds}}{{end}}.{{else}}No run is coming.{{end}}
 {{if .ConsecutiveFailures}}<span class="bad">{{.ConsecutiveFailures}} failed run(s) in a row; backoff {{in .BackoffSeconds}}.</span>{{end}}
 {{with .LastFailure}}Last failure: <span class="bad">{{.Identity}}</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}
+{{with .Mutations.CompletedUnjoined}}{{.}} move(s) or copy(ies) completed, unjoined: the server named no placement.{{end}}
 {{with .LastFailedMutation}}Last failed mutation: <span class="bad">{{.ID}} ({{.Kind}}, {{.State}}, code {{.FailureCode}})</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}</p>
 <table><tr><th>Alias</th><th>Mode</th><th>Last successful pass</th><th>Stored</th><th>Oversized</th><th>Withheld</th><th>Tombstoned</th><th>Checkpoint (UIDVALIDITY/UID)</th><th>Mutations pending/converging/dead-lettered</th><th>Awaiting vectors</th><th>Last failure</th></tr>
 {{range .Folders}}<tr><td>{{.Alias}}</td><td>{{.EffectiveMode}}</td><td>{{age .LastSuccessAgeSeconds}}</td>

@@ -62,7 +62,7 @@ type Embedding struct {
 }
 
 // Mutations counts the mailbox mutations that are recorded and not
-// completed, by state.
+// completed, by state, and the completed placements that stay unjoined.
 type Mutations struct {
 	// Pending: not yet attempted, or to be attempted again.
 	Pending int64 `json:"pending"`
@@ -71,10 +71,16 @@ type Mutations struct {
 	Converging int64 `json:"converging"`
 	// DeadLettered: given up on; kept for an operator to look at.
 	DeadLettered int64 `json:"dead_lettered"`
+	// CompletedUnjoined counts the completed moves and copies the server
+	// carried without naming the placement ("completed, unjoined"): the
+	// destination's copy is stored as a message of its own and a move's
+	// source is tombstoned once it is seen to leave. They are completed,
+	// so not outstanding, and are counted for good.
+	CompletedUnjoined int64 `json:"completed_unjoined"`
 }
 
 // MutationStates are the state labels of the outstanding mutation
-// metrics, in the order of Mutations' fields.
+// metrics, in the order of Mutations' outstanding fields.
 var MutationStates = []string{"pending", "converging", "dead-lettered"}
 
 // ByState returns the count of state, one of MutationStates.
@@ -253,6 +259,10 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 	if err != nil {
 		return r, err
 	}
+	unjoined, err := mailstore.UnjoinedPlacements(ctx, q)
+	if err != nil {
+		return r, err
+	}
 	failedMutations, err := mailstore.LastFailedMutations(ctx, q)
 	if err != nil {
 		return r, err
@@ -282,6 +292,12 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		fm, am := folderMutations[folderKey{m.AccountKey, m.Alias}], accountMutations[m.AccountKey]
 		fm.add(m.State, m.Count)
 		am.add(m.State, m.Count)
+		folderMutations[folderKey{m.AccountKey, m.Alias}], accountMutations[m.AccountKey] = fm, am
+	}
+	for _, m := range unjoined {
+		fm, am := folderMutations[folderKey{m.AccountKey, m.Alias}], accountMutations[m.AccountKey]
+		fm.CompletedUnjoined += m.Count
+		am.CompletedUnjoined += m.Count
 		folderMutations[folderKey{m.AccountKey, m.Alias}], accountMutations[m.AccountKey] = fm, am
 	}
 	lastFailedMutation := map[string]*FailedMutation{}

@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -95,7 +96,7 @@ func TestOutstandingWork(t *testing.T) {
 		require.NoError(t, err)
 		reg := prometheus.NewPedanticRegistry()
 		require.NoError(t, reg.Register(status.NewCollector(b.pool, opts)))
-		require.NoError(t, reg.Register(mutation.NewCollector(b.pool)))
+		require.NoError(t, reg.Register(mutation.NewCollector(b.pool, cfg)))
 		if cfg.Embedding.Configured() {
 			require.NoError(t, reg.Register(embedding.NewCollector(b.pool)))
 		}
@@ -117,7 +118,6 @@ func TestOutstandingWork(t *testing.T) {
 	// one metrics carries.
 	inStep := func(t *testing.T, rep status.Report, metrics map[string]float64) {
 		t.Helper()
-		total := map[string]float64{}
 		for _, a := range rep.Accounts {
 			for _, f := range a.Folders {
 				for _, state := range status.MutationStates {
@@ -132,18 +132,18 @@ func TestOutstandingWork(t *testing.T) {
 				}
 				require.Equal(t, float64(*f.AwaitingVectors), metrics[key], key)
 			}
+			// The mutation collector's figures, summed over kinds, are
+			// the account's own.
 			for _, state := range status.MutationStates {
-				total[state] += float64(a.Mutations.ByState(state))
-			}
-		}
-		for _, state := range status.MutationStates {
-			var sum float64
-			for name, v := range metrics {
-				if strings.HasPrefix(name, "mailfathom_mailbox_mutations_outstanding{") && strings.Contains(name, fmt.Sprintf("state=%q", state)) {
-					sum += v
+				var sum float64
+				for name, v := range metrics {
+					if strings.HasPrefix(name, "mailfathom_mailbox_mutations_outstanding{") &&
+						strings.Contains(name, fmt.Sprintf("account=%q,", a.ID)) && strings.Contains(name, fmt.Sprintf("state=%q", state)) {
+						sum += v
+					}
 				}
+				require.Equal(t, float64(a.Mutations.ByState(state)), sum, "%s %s", a.ID, state)
 			}
-			require.Equal(t, total[state], sum, state)
 		}
 		e := rep.Embedding
 		if e == nil {
@@ -185,11 +185,32 @@ func TestOutstandingWork(t *testing.T) {
 		require.NoError(t, mailstore.FinishMutation(b.ctx, b.pool, dead, mailstore.MutationDeadLettered, mutation.CodeNoSafeWay, now.Add(2*time.Second)))
 		done := record(b.emails[2], mailstore.MutationMarkRead, "done")
 		require.NoError(t, mailstore.FinishMutation(b.ctx, b.pool, done, mailstore.MutationCompleted, "", now.Add(3*time.Second)))
+		// A copy the server carried without naming the placement: completed,
+		// unjoined.
+		require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+			e, _, err := mailstore.ReadMutableEmail(b.ctx, tx, b.emails[2])
+			if err != nil {
+				return err
+			}
+			archive, _, _, err := mailstore.CommitBinding(b.ctx, tx, e.AccountID, "ARCHIVE", "Archive", "/")
+			if err != nil {
+				return err
+			}
+			m, _, err := mailstore.RecordMutation(b.ctx, tx, mailstore.MutationRequest{EmailID: b.emails[2], Kind: mailstore.MutationCopy,
+				DestinationFolderID: archive.ID, RequestID: "unjoined"}, now)
+			if err != nil {
+				return err
+			}
+			if err := mailstore.AdvanceMutation(b.ctx, tx, m.ID, mailstore.StageRecorded, mailstore.MutationAdvance{Stage: mailstore.StagePlacementIssued}, now); err != nil {
+				return err
+			}
+			return mailstore.AdvanceMutation(b.ctx, tx, m.ID, mailstore.StagePlacementIssued, mailstore.MutationAdvance{Stage: mailstore.StageCompleted}, now)
+		}))
 
 		rep, metrics := read(t, b, load(t))
 		primary := account(t, rep, "primary")
-		want := status.Mutations{Pending: 2, DeadLettered: 1}
-		require.Equal(t, want, primary.Mutations, "a completed change is not outstanding")
+		want := status.Mutations{Pending: 2, DeadLettered: 1, CompletedUnjoined: 1}
+		require.Equal(t, want, primary.Mutations, "a completed change is not outstanding; an unjoined placement is counted")
 		require.Equal(t, want, primary.Folders[0].Mutations)
 		require.NotNil(t, primary.LastFailedMutation)
 		require.Equal(t, dead.String(), primary.LastFailedMutation.ID, "the latest failure")
@@ -214,6 +235,13 @@ func TestOutstandingWork(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, resp.Body.Close())
 		require.Contains(t, string(page), "code "+mutation.CodeNoSafeWay)
+		require.Contains(t, string(page), "1 move(s) or copy(ies) completed, unjoined")
+		resp, err = http.Get(srv.URL + "/api/v1/status")
+		require.NoError(t, err)
+		var api status.Report
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&api))
+		require.NoError(t, resp.Body.Close())
+		require.EqualValues(t, 1, account(t, api, "primary").Mutations.CompletedUnjoined)
 		require.Contains(t, string(page), "Embedding: no profile configured.")
 	})
 
