@@ -90,6 +90,7 @@ func (r *ReconcileResult) Add(o ReconcileResult) {
 	r.Erased += o.Erased
 	r.Superseded += o.Superseded
 	r.LeftByMailFathom += o.LeftByMailFathom
+	r.RelocatedUnjoined += o.RelocatedUnjoined
 	r.SeenByMailFathom += o.SeenByMailFathom
 	r.Withheld = append(r.Withheld, o.Withheld...)
 }

@@ -3,6 +3,8 @@ package mailstore_test
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -254,4 +256,29 @@ func TestReconciliation(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestReconcileResultAddCountsEveryField: Add sums every count of a
+// result, so a pass that applies two answers reports both; a field added
+// to ReconcileResult without a line in Add fails here.
+func TestReconcileResultAddCountsEveryField(t *testing.T) {
+	t.Parallel()
+	var one mailstore.ReconcileResult
+	v := reflect.ValueOf(&one).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Int {
+			f.SetInt(int64(i + 1))
+		}
+	}
+	one.Withheld = []mailstore.WithheldChange{{Kind: mailstore.MutationRelocate}}
+	sum := one
+	sum.Withheld = slices.Clone(one.Withheld)
+	sum.Add(one)
+	s := reflect.ValueOf(sum)
+	for i := range v.NumField() {
+		if v.Field(i).Kind() == reflect.Int {
+			require.Equal(t, 2*v.Field(i).Int(), s.Field(i).Int(), v.Type().Field(i).Name)
+		}
+	}
+	require.Len(t, sum.Withheld, 2)
 }
