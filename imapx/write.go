@@ -24,8 +24,8 @@ import (
 //
 // It sends only SELECT, UID MOVE (RFC 6851), UID COPY, UID STORE of one
 // flag with .SILENT and UID EXPUNGE (RFC 4315 §2.1), each for one UID,
-// NOOP (RFC 3501 §6.1.2), which changes nothing and only asks whether the
-// server still answers, and LOGOUT. It never sends a plain EXPUNGE, which
+// UID SEARCH UID of one UID (Holds) and NOOP (RFC 3501 §6.1.2), which
+// change nothing, and LOGOUT. It never sends a plain EXPUNGE, which
 // would also remove messages the mailbox owner flagged \Deleted in their
 // own client, and never lets go-imap's Move fall back, as it does where it
 // sees no MOVE, to COPY, STORE and a plain EXPUNGE: a relocation without

@@ -652,3 +652,27 @@ func TestRelocationWithoutPlacement(t *testing.T) {
 		})
 	}
 }
+
+// TestPlacementOfAMessageAlreadyGone: a move or copy asked of a stored
+// message the server no longer holds — the owner's own client deleted it
+// after MailFathom last looked — places nothing and ends dead-lettered as
+// a change whose source no longer exists, rather than completed: a server
+// answers a UID MOVE or COPY of a UID it does not hold with a plain OK, as
+// if it had run, and naming no placement.
+func TestPlacementOfAMessageAlreadyGone(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"move", "copy"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			b := setupMutations(t)
+			uid := b.uids[1]
+			b.user.Expunge("INBOX", uid)
+			m := b.request(t, uid, kind, "archive")
+			b.waitIdle(t)
+			got := b.mutation(t, m.ID)
+			require.Equal(t, mailstore.MutationDeadLettered, got.State, "%+v", got)
+			require.Equal(t, mutation.CodeSourceGone, got.FailureCode)
+			require.Empty(t, b.user.UIDs("Filed"), "nothing was placed")
+		})
+	}
+}

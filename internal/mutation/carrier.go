@@ -239,6 +239,15 @@ func (c *Carrier) place(ctx context.Context, s *Session, m *mailstore.Mutation, 
 		if uv != m.SourceUIDValidity {
 			return errSourceGone
 		}
+		// A placement of a UID the folder no longer holds is answered OK,
+		// like one that ran: whether it is there is asked first.
+		held, err := w.Holds(ctx, m.SourceUID)
+		if err != nil {
+			return err
+		}
+		if !held {
+			return errSourceGone
+		}
 		switch {
 		case m.Kind == mailstore.MutationCopy:
 			path = ""
