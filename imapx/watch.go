@@ -150,6 +150,12 @@ func (s *WatchSession) Wait(ctx context.Context, renewal time.Duration) ([]strin
 // Usable reports whether the connection can take another command.
 func (s *WatchSession) Usable() bool { return s.w.Usable() }
 
+// Abandon ends the session without a word to the server: the socket is
+// closed and no LOGOUT is sent. It is for a session nobody is going to use
+// — one an abandoned establishment attempt opened — where a LOGOUT would
+// be a command a server that stopped answering could hold past any budget.
+func (s *WatchSession) Abandon() { s.w.Shutdown() }
+
 // Close ends the session with LOGOUT when its connection is usable, bounded
 // by the command timeout, and closes the socket either way. Calling it
 // again returns nil.
