@@ -45,7 +45,7 @@ func TestOpenWatchAbandonsWhatAnAbandonedAttemptOpened(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	require.Len(t, opened, 2, "one abandoned attempt, then the one accepted")
 	require.False(t, opened[0].Usable(), "the abandoned attempt's session was shut")
-	err = s.WatchFolder(b.ctx, "INBOX")
+	_, err = s.WatchFolder(b.ctx, "INBOX")
 	require.NoError(t, err, "the accepted one watches")
 	require.Equal(t, 0, strings.Count(b.rec.String(), "LOGOUT"), "an abandoned session is shut without a LOGOUT")
 }

@@ -57,7 +57,7 @@ func (wt *watch) watchFolder(ctx context.Context, f watchedFolder) {
 			continue
 		}
 		if err == nil {
-			if err = sess.WatchFolder(ctx, f.path); err != nil {
+			if _, err = sess.WatchFolder(ctx, f.path); err != nil {
 				_ = sess.Close()
 			}
 		}

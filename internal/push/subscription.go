@@ -24,7 +24,7 @@ func (wt *watch) subscribe(ctx context.Context, sess *imapx.WatchSession, folder
 		paths[i] = f.path
 	}
 	digest := wt.secretsDigest(ctx)
-	err := sess.Subscribe(ctx, paths)
+	_, err := sess.Subscribe(ctx, paths)
 	if errors.Is(err, imapx.ErrSubscriptionDeclined) {
 		_ = sess.Close()
 		wt.declinedUntil = wt.opts.Now().Add(s.DegradationPeriod)
