@@ -161,6 +161,10 @@ type FolderState struct {
 	// EffectiveMode is ModePush or ModePolling as a push account's watch
 	// last recorded it, "" when none has.
 	EffectiveMode string
+	// ResolutionFailure is, when the account's latest run resolved the
+	// alias to no folder, the identity of why (RecordResolutions); ""
+	// otherwise.
+	ResolutionFailure string
 }
 
 // RunStates returns every account's and folder alias's state.
@@ -175,7 +179,7 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 	}
 	rows, err = q.Query(ctx, `SELECT account_key, alias, stored, oversized, unreadable, excluded_by_date,
 		expunged_before_fetch, content_withheld, last_pass_at, last_success_at, last_failure_at,
-		coalesce(last_failure_identity, ''), coalesce(effective_mode, '')
+		coalesce(last_failure_identity, ''), coalesce(effective_mode, ''), coalesce(resolution_failure, '')
 		FROM folder_states ORDER BY account_key, alias`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
@@ -184,7 +188,7 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 		var f FolderState
 		c := &f.Counts
 		err := r.Scan(&f.AccountKey, &f.Alias, &c.Stored, &c.Oversized, &c.Unreadable, &c.ExcludedByDate,
-			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode)
+			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode, &f.ResolutionFailure)
 		return f, err
 	})
 	if err != nil {
