@@ -563,3 +563,104 @@ func TestPushReconnectsAfterACut(t *testing.T) {
 	require.Zero(t, b.countLog(line("push subscription failed", "account", "primary", "consecutive_failures", 2)))
 	require.Positive(t, proxy.Stats().Cut)
 }
+
+// logins counts the logins of the test user Dovecot logged.
+func (b *syncBundle) logins() int {
+	return strings.Count(b.server.Log(), "Login: user=<"+b.user.Name()+">")
+}
+
+// TestPushIdleOnlyAddsNoSchedule: on a server offering IDLE without
+// NOTIFY, push adds no schedule of its own. Once the first synchronization
+// is done, a quiet account costs no folder pass and no reconciliation
+// window, and no login beyond the one capability read per degradation
+// period: the sessions that watch are not torn down to ask again, nor do
+// they queue a pass when nothing changed. A delivery afterwards is still
+// stored at once.
+func TestPushIdleOnlyAddsNoSchedule(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t, dovecot.WithoutMailboxListIndex())
+	b.env["MAILFATHOM_SYNC_PUSH_DEGRADATION_PERIOD"] = "10s"
+	deliver(b.user, "INBOX", 1)
+	deliver(b.user, "Archive", 2)
+	b.start(t)
+	b.waitLog(t, pushBound, modeLine("INBOX", "Push"), modeLine("ARCHIVE", "Push"))
+	b.waitIdle(t)
+	b.waitStored(t, "INBOX", 1, pushBound)
+	b.waitStored(t, "ARCHIVE", 1, pushBound)
+
+	passes := func(alias string) int {
+		return b.countLog(line("folder pass finished", "account", "primary", "alias", alias))
+	}
+	windows := func(alias string) int {
+		return b.countLog(line("reconciliation window applied", "account", "primary", "alias", alias))
+	}
+	const quiet = 35 * time.Second
+	before := map[string][2]int{"INBOX": {passes("INBOX"), windows("INBOX")}, "ARCHIVE": {passes("ARCHIVE"), windows("ARCHIVE")}}
+	logins := b.logins()
+	// The measurement is what happens while nothing does: a fixed wait.
+	time.Sleep(quiet)
+	t.Logf("in %v of quiet: %d logins; INBOX %d passes, %d windows; ARCHIVE %d passes, %d windows", quiet, b.logins()-logins,
+		passes("INBOX")-before["INBOX"][0], windows("INBOX")-before["INBOX"][1], passes("ARCHIVE")-before["ARCHIVE"][0], windows("ARCHIVE")-before["ARCHIVE"][1])
+	for alias, was := range before {
+		require.LessOrEqual(t, passes(alias)-was[0], 1, "%s: folder passes in %v of quiet; logs:\n%s", alias, quiet, b.logs.String())
+		require.LessOrEqual(t, windows(alias)-was[1], 1, "%s: reconciliation windows in %v of quiet", alias, quiet)
+	}
+	rereads := int(quiet/(10*time.Second)) + 1
+	require.LessOrEqual(t, b.logins()-logins, rereads, "logins in %v of quiet: one capability read per degradation period; logs:\n%s", quiet, b.logs.String())
+	require.GreaterOrEqual(t, b.countLog(line("mail server advertises no NOTIFY capability, so each folder is watched over a connection of its own",
+		"account", "primary", "subscription_retried_in", 10*time.Second)), 3, "the capability is read again each period")
+
+	deliver(b.user, "Archive", 3)
+	b.waitStored(t, "ARCHIVE", 2, pushBound)
+	require.Equal(t, 1, b.countLog(modeLine("ARCHIVE", "Push")), "watched throughout")
+}
+
+// TestPushWatchesOnlyResolvedFolders: two folders configured and the first
+// deleted on the server. After a restart — before the account's next run,
+// which a restart puts off by RestartGrace — the subscription leaves out
+// the folder the server will not open and watches the other, still in
+// Push; the run then resolves only the other, and the status view says
+// why the first is not watched.
+func TestPushWatchesOnlyResolvedFolders(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.user.CreateFolder("Lists")
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "lists"
+	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_0_SPECIAL_USE")
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Lists"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "inbox"
+	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH")
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_SPECIAL_USE"] = "Inbox"
+	b.start(t)
+	established := line("account watches its folders through one push subscription", "account", "primary")
+	b.waitLog(t, pushBound, line(established.msg, "account", "primary", "folders", 2), modeLine("LISTS", "Push"), modeLine("INBOX", "Push"))
+	b.waitIdle(t)
+	b.stop()
+
+	b.user.DeleteFolder("Lists")
+	b.start(t)
+	b.waitLog(t, pushBound, line(established.msg, "account", "primary", "folders", 1),
+		line("mail server would not open the folder, so it is synchronized by polling", "account", "primary", "alias", "LISTS"))
+	modes := func() map[string][2]string {
+		rep, err := status.Read(context.Background(), b.pool, workers.StatusOptions(b.deps(t)))
+		require.NoError(t, err)
+		require.Len(t, rep.Accounts, 1)
+		got := map[string][2]string{}
+		for _, f := range rep.Accounts[0].Folders {
+			got[f.Alias] = [2]string{f.EffectiveMode, f.Unresolved}
+		}
+		return got
+	}
+	require.Equal(t, map[string][2]string{"LISTS": {"Polling", ""}, "INBOX": {"Push", ""}}, modes())
+	deliver(b.user, "INBOX", 1)
+	b.waitStored(t, "INBOX", 1, pushBound)
+
+	// The account's next run resolves the inbox alone.
+	b.runAgain(t)
+	b.waitLog(t, pushBound, line("folder is not watched: the account's latest run resolved its alias to no folder",
+		"account", "primary", "alias", "LISTS", "failure", "FolderAliasUnresolved"))
+	require.Equal(t, map[string][2]string{"LISTS": {"Polling", "FolderAliasUnresolved"}, "INBOX": {"Push", ""}}, modes())
+	deliver(b.user, "INBOX", 2)
+	b.waitStored(t, "INBOX", 2, pushBound)
+	require.Zero(t, b.countLog(line("push subscription failed", "account", "primary")), "a folder the server will not open is not the subscription's failure")
+}
