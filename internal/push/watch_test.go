@@ -730,12 +730,14 @@ func TestRunFollowsTheLatestResolutions(t *testing.T) {
 			defer w.mu.Unlock()
 			return w.ended[conn]
 		}
-		b.waitFor(t, 10*time.Second, "the repointed alias is watched", func() bool {
+		// Well within the degradation period, after which the watch would
+		// read its folders again anyway.
+		b.waitFor(t, 5*time.Second, "the repointed alias is watched", func() bool {
 			return len(over("Archive 2026")) == 1 && ended(archive)
 		})
 		repointed := over("Archive 2026")[0]
 		b.resolve(t, map[string]string{"INBOX": "INBOX"})
-		b.waitFor(t, 10*time.Second, "the unresolved folder is left alone", func() bool {
+		b.waitFor(t, 5*time.Second, "the unresolved folder is left alone", func() bool {
 			return ended(repointed) && b.countLog(notWatched, "alias", "ARCHIVE") == 1
 		})
 		require.False(t, ended(inbox), "the session of a folder that stays is left as it is")
