@@ -451,7 +451,10 @@ func TestPushRecyclesOnRotatedPassword(t *testing.T) {
 
 // TestPushWatchRearmsOnTheSameRow: at its lifetime a watch snoozes and
 // comes back as the same row rather than inserting another, and keeps
-// storing deliveries across the re-arm.
+// storing deliveries across the re-arm. A re-armed subscription finds the
+// folders as their last passes left them — the open one by EXAMINE, the
+// other by the STATUS Dovecot sends for NOTIFY SET STATUS — and queues no
+// pass.
 func TestPushWatchRearmsOnTheSameRow(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)
@@ -465,11 +468,16 @@ func TestPushWatchRearmsOnTheSameRow(t *testing.T) {
 	established := line("account watches its folders through one push subscription", "account", "primary")
 	b.waitLog(t, pushBound, established)
 	b.waitIdle(t)
+	passes := line("folder pass finished", "account", "primary")
+	synchronized := b.countLog(passes)
+	rearmed := b.countLog(established) + 2
 	deadline := time.Now().Add(time.Minute)
-	for b.countLog(established) < 3 {
+	for b.countLog(established) < rearmed {
 		require.True(t, time.Now().Before(deadline), "the watch did not re-arm twice; logs:\n%s", b.logs.String())
 		time.Sleep(50 * time.Millisecond)
 	}
+	b.waitIdle(t)
+	require.Equal(t, synchronized, b.countLog(passes), "a re-arm queues no pass for folders that did not change; logs:\n%s", b.logs.String())
 	var rows int
 	require.NoError(t, b.pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM river_job WHERE kind = 'watch'`).Scan(&rows))
