@@ -349,10 +349,11 @@ func TestPushDegradesAndRecovers(t *testing.T) {
 // with a failure and the watch reconnects; a wait that returns clears the
 // count, so the first failure after each restart is the first in a row
 // again. (The bound is five here, so that reconnects that reach Dovecot
-// while it is still starting — for up to 1+2+3+4 s of retry delays, which
-// a loaded machine needs — do not degrade the account. A count that a
-// returned wait did not clear still shows: the second restart's first
-// failure would not be logged as the first in a row.)
+// while it is still starting — for up to 1+2+3+4 s of retry delays and
+// their jitter, which a loaded machine needs — do not degrade the
+// account. A count that a returned wait did not clear still shows: the
+// second restart's first failure would not be logged as the first in a
+// row.)
 func TestPushSurvivesServerRestarts(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)

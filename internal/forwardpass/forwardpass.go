@@ -218,7 +218,8 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 	if err != nil {
 		return rep, err
 	}
-	rep.UIDValidity, rep.Observed = state.UIDValidity, state
+	rep.UIDValidity = state.UIDValidity
+	rep.Observed = state
 
 	p := pass{db: db, sess: sess, binding: binding, lim: lim, logger: logger, state: state, rep: &rep}
 	if hasCP {
