@@ -78,43 +78,69 @@ func (s *WatchSession) CanIdle() bool { return s.w.Caps().Has(imap.CapIdle) }
 // rest in NOTIFY SET (RFC 5465 §3.1). It does not check the capabilities;
 // CanSubscribe does.
 //
+// It returns each folder's state as the server described it when the
+// subscription began, by path: the first folder's from its EXAMINE, the
+// others' from the STATUS responses the STATUS indicator of NOTIFY SET asks
+// for (§3.1), which read nothing of a message and open no folder. A folder
+// the server did not describe is missing. The states are for a caller to
+// compare with what it last observed; the reports Wait returns carry none.
+//
 // A NOTIFY the server answers with NO or BAD is ErrSubscriptionDeclined,
 // wrapping the *CommandError; a folder that cannot be opened is a
 // *CommandError; a failed connection a transient *TransportError.
-func (s *WatchSession) Subscribe(ctx context.Context, folders []string) error {
+func (s *WatchSession) Subscribe(ctx context.Context, folders []string) (map[string]FolderState, error) {
 	if len(folders) == 0 {
-		return errors.New("imapx: a subscription names at least one folder")
+		return nil, errors.New("imapx: a subscription names at least one folder")
 	}
-	if err := s.WatchFolder(ctx, folders[0]); err != nil {
-		return err
+	first, err := s.WatchFolder(ctx, folders[0])
+	if err != nil {
+		return nil, err
 	}
-	err := fromWire(s.w.NotifySet(ctx, s.opts.commandTimeout(), folders[1:]))
+	described, err := s.w.NotifySet(ctx, s.opts.commandTimeout(), folders[1:], len(folders) > 1)
+	err = fromWire(err)
 	var cmd *CommandError
 	if errors.As(err, &cmd) {
-		return fmt.Errorf("%w: %w", ErrSubscriptionDeclined, err)
+		return nil, fmt.Errorf("%w: %w", ErrSubscriptionDeclined, err)
 	}
 	if err != nil {
-		return err
+		return nil, err
+	}
+	states := map[string]FolderState{folders[0]: first}
+	for _, path := range folders[1:] {
+		for name, d := range described {
+			if name == path || (name == "INBOX" && strings.EqualFold(path, name)) {
+				states[path] = folderState(path, d)
+				break
+			}
+		}
 	}
 	s.folders = append([]string(nil), folders...)
-	return nil
+	return states, nil
 }
 
 // WatchFolder watches the one folder path, opened with EXAMINE, for the
-// changes IDLE reports about an open folder. Errors are Subscribe's, less
-// the declined subscription.
-func (s *WatchSession) WatchFolder(ctx context.Context, path string) error {
+// changes IDLE reports about an open folder, and returns the folder's
+// state as EXAMINE reported it. Errors are Subscribe's, less the declined
+// subscription.
+func (s *WatchSession) WatchFolder(ctx context.Context, path string) (FolderState, error) {
 	s.folders = nil
 	// EXAMINE with CONDSTORE enables it for the connection (RFC 7162
 	// §3.1), so that a subscription's report of a flag change in another
 	// folder moves that folder's HIGHESTMODSEQ (RFC 5465 §5.3), the one
-	// thing a flag change moves when the unread count stays.
+	// thing a flag change moves when the unread count stays; it also has
+	// the server report the folder's own HIGHESTMODSEQ, as a read
+	// session's EXAMINE does.
 	condstore := s.w.Caps().Has(imap.CapCondStore)
-	if _, err := s.w.Examine(ctx, s.opts.commandTimeout(), path, condstore); err != nil {
-		return fromWire(err)
+	d, err := s.w.Examine(ctx, s.opts.commandTimeout(), path, condstore)
+	if err != nil {
+		return FolderState{}, fromWire(err)
 	}
 	s.folders = []string{path}
-	return nil
+	return folderState(path, d), nil
+}
+
+func folderState(path string, d wire.ExamineData) FolderState {
+	return FolderState{Path: path, UIDValidity: d.UIDValidity, UIDNext: d.UIDNext, Exists: d.Exists, HighestModSeq: d.HighestModSeq}
 }
 
 // Wait runs one IDLE command (RFC 2177 §3) for at most renewal and returns
@@ -149,6 +175,12 @@ func (s *WatchSession) Wait(ctx context.Context, renewal time.Duration) ([]strin
 
 // Usable reports whether the connection can take another command.
 func (s *WatchSession) Usable() bool { return s.w.Usable() }
+
+// Abandon ends the session without a word to the server: the socket is
+// closed and no LOGOUT is sent. It is for a session nobody is going to use
+// — one an abandoned establishment attempt opened — where a LOGOUT would
+// be a command a server that stopped answering could hold past any budget.
+func (s *WatchSession) Abandon() { s.w.Shutdown() }
 
 // Close ends the session with LOGOUT when its connection is usable, bounded
 // by the command timeout, and closes the socket either way. Calling it

@@ -88,7 +88,8 @@ func TestWatchSubscriptionReportsWhichFolderChanged(t *testing.T) {
 	require.True(t, b.sess.CanSubscribe())
 	sent := b.user.Append("Sent", message(1, 200), time.Time{})
 	inbox := b.user.Append("INBOX", message(2, 200), time.Time{})
-	require.NoError(t, b.sess.Subscribe(b.ctx, []string{"INBOX", "Sent", "Archive"}))
+	_, err := b.sess.Subscribe(b.ctx, []string{"INBOX", "Sent", "Archive"})
+	require.NoError(t, err)
 
 	for _, step := range []struct {
 		name   string
@@ -119,7 +120,7 @@ func TestWatchSubscriptionReportsWhichFolderChanged(t *testing.T) {
 	cmds := requireWatchOnly(t, b.wire)
 	require.Equal(t, []string{"EXAMINE", "NOTIFY"}, cmds[:2])
 	require.Equal(t, "LOGOUT", cmds[len(cmds)-1])
-	require.Contains(t, b.wire.String(), `NOTIFY SET (selected (MessageNew MessageExpunge FlagChange)) (mailboxes ("Sent" "Archive") (MessageNew MessageExpunge FlagChange))`)
+	require.Contains(t, b.wire.String(), `NOTIFY SET STATUS (selected (MessageNew MessageExpunge FlagChange)) (mailboxes ("Sent" "Archive") (MessageNew MessageExpunge FlagChange))`)
 }
 
 // TestWatchOneFolderWithIdle: a session watching one folder reports its
@@ -127,7 +128,8 @@ func TestWatchSubscriptionReportsWhichFolderChanged(t *testing.T) {
 func TestWatchOneFolderWithIdle(t *testing.T) {
 	t.Parallel()
 	b := setupWatch(t, nil)
-	require.NoError(t, b.sess.WatchFolder(b.ctx, dovecot.NestedFolder))
+	_, err := b.sess.WatchFolder(b.ctx, dovecot.NestedFolder)
+	require.NoError(t, err)
 	changed, err := b.sess.Wait(b.ctx, time.Second)
 	require.NoError(t, err)
 	require.Empty(t, changed)
@@ -166,8 +168,9 @@ func TestWatchWaitFailures(t *testing.T) {
 	t.Parallel()
 	srv := dovecot.Start(t)
 	b := setupWatch(t, srv)
-	require.NoError(t, b.sess.WatchFolder(b.ctx, "INBOX"))
-	_, err := b.waitWhile(time.Minute, srv.Stop)
+	_, err := b.sess.WatchFolder(b.ctx, "INBOX")
+	require.NoError(t, err)
+	_, err = b.waitWhile(time.Minute, srv.Stop)
 	require.Error(t, err)
 	require.True(t, imapx.IsTransient(err), "%v", err)
 	require.False(t, b.sess.Usable())
@@ -176,7 +179,8 @@ func TestWatchWaitFailures(t *testing.T) {
 
 	srv.Restart()
 	b2 := setupWatch(t, srv)
-	require.NoError(t, b2.sess.WatchFolder(b2.ctx, "INBOX"))
+	_, err = b2.sess.WatchFolder(b2.ctx, "INBOX")
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(b2.ctx, 500*time.Millisecond)
 	defer cancel()
 	_, err = b2.sess.Wait(ctx, time.Minute)
@@ -201,7 +205,7 @@ func TestWatchSubscriptionDeclined(t *testing.T) {
 	s, err := imapx.OpenWatchSession(b.ctx, ep, imapx.SessionOptions{CommandTimeout: stallTimeout})
 	require.NoError(t, err)
 	require.True(t, s.CanSubscribe())
-	err = s.Subscribe(b.ctx, []string{"INBOX", "Sent"})
+	_, err = s.Subscribe(b.ctx, []string{"INBOX", "Sent"})
 	require.ErrorIs(t, err, imapx.ErrSubscriptionDeclined)
 	var cmd *imapx.CommandError
 	require.True(t, errors.As(err, &cmd))
@@ -227,9 +231,42 @@ func TestWatchServerEndsNotifications(t *testing.T) {
 	s, err := imapx.OpenWatchSession(b.ctx, ep, imapx.SessionOptions{CommandTimeout: stallTimeout})
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
-	require.NoError(t, s.Subscribe(b.ctx, []string{"INBOX", "Sent"}))
+	_, err = s.Subscribe(b.ctx, []string{"INBOX", "Sent"})
+	require.NoError(t, err)
 	_, err = s.Wait(b.ctx, time.Minute)
 	require.ErrorIs(t, err, imapx.ErrNotificationOverflow)
 	require.True(t, imapx.IsTransient(err))
 	require.False(t, s.Usable())
+}
+
+// TestWatchSubscriptionDescribesEachFolder: a subscription reports the
+// state of every folder it names as it begins — the open one from its
+// EXAMINE, the others from the STATUS responses NOTIFY SET STATUS asks
+// Dovecot for — and each is what a read session's EXAMINE of that folder
+// reports, so a watch can compare it with what a pass last observed
+// without opening the folder. A folder the server does not describe (it
+// does not exist) is missing.
+func TestWatchSubscriptionDescribesEachFolder(t *testing.T) {
+	t.Parallel()
+	b := setupWatch(t, nil)
+	b.user.Append("Sent", message(1, 200), time.Time{})
+	uid := b.user.Append("Sent", message(2, 200), time.Time{})
+	b.user.SetFlags("Sent", uid, []imap.Flag{imap.FlagFlagged}, nil)
+	b.user.Append("INBOX", message(3, 200), time.Time{})
+	states, err := b.sess.Subscribe(b.ctx, []string{"INBOX", "Sent", "Archive", "Nowhere"})
+	require.NoError(t, err)
+	require.NotContains(t, states, "Nowhere")
+
+	rs := b.open(b.endpoint(imapx.None), imapx.SessionOptions{})
+	for _, path := range []string{"INBOX", "Sent", "Archive"} {
+		require.Contains(t, states, path)
+		want, err := rs.Examine(b.ctx, path)
+		require.NoError(t, err)
+		require.Equal(t, want, states[path], path)
+		require.NotZero(t, states[path].UIDValidity, path)
+		require.NotZero(t, states[path].HighestModSeq, "%s: Dovecot reports HIGHESTMODSEQ to a CONDSTORE connection", path)
+	}
+	require.Equal(t, uint32(2), states["Sent"].Exists)
+	require.NoError(t, b.sess.Close())
+	requireWatchOnly(t, b.wire)
 }

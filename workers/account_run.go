@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,14 +146,17 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 			return err
 		}
 		var inserts []river.InsertManyParams
+		resolved := make([]mailstore.Resolution, 0, len(resolutions))
 		for _, r := range resolutions {
 			if r.Err != nil {
+				resolved = append(resolved, mailstore.Resolution{Alias: r.Alias, Failure: cmp.Or(folders.Identity(r.Err), folders.ErrFolderAliasUnresolved.Name)})
 				continue
 			}
 			b, change, prev, err := mailstore.CommitBinding(ctx, tx, accountID, r.Alias, r.Remote.Path, r.Remote.Delimiter)
 			if err != nil {
 				return err
 			}
+			resolved = append(resolved, mailstore.Resolution{Alias: r.Alias, BindingID: b.ID})
 			if change != mailstore.BindingUnchanged {
 				audits = append(audits, audit{change: change, binding: b, previous: prev})
 			}
@@ -168,6 +172,10 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 					passes++
 				}
 			}
+		}
+		// What a push account's watch watches: what this run resolved.
+		if _, err := mailstore.RecordResolutions(ctx, tx, key, resolved); err != nil {
+			return err
 		}
 		if err := scheduleWatch(ctx, tx, client, account); err != nil {
 			return err

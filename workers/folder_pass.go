@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/forwardpass"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
@@ -123,6 +124,11 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		if _, again, err = mailstore.TakeChangeReport(ctx, tx, key, binding.Alias); err != nil || again {
 			return err
 		}
+		// What the pass examined is what a watching session that starts
+		// compares the folder with: everything below it is read.
+		if err := mailstore.RecordObservedState(ctx, tx, key, binding.Alias, observed(binding, rep.Observed)); err != nil {
+			return err
+		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
@@ -137,6 +143,13 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		return river.JobSnooze(0)
 	}
 	return nil
+}
+
+// observed is what a pass of binding that examined st leaves for a
+// watching session to compare the folder with.
+func observed(binding mailstore.Binding, st imapx.FolderState) mailstore.ObservedState {
+	return mailstore.ObservedState{BindingID: binding.ID, UIDValidity: st.UIDValidity, UIDNext: st.UIDNext,
+		Exists: st.Exists, HighestModSeq: st.HighestModSeq}
 }
 
 func logReport(ctx context.Context, logger *slog.Logger, rep forwardpass.Report, err error) {

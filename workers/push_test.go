@@ -349,10 +349,11 @@ func TestPushDegradesAndRecovers(t *testing.T) {
 // with a failure and the watch reconnects; a wait that returns clears the
 // count, so the first failure after each restart is the first in a row
 // again. (The bound is five here, so that reconnects that reach Dovecot
-// while it is still starting — for up to 1+2+3+4 s of retry delays, which
-// a loaded machine needs — do not degrade the account. A count that a
-// returned wait did not clear still shows: the second restart's first
-// failure would not be logged as the first in a row.)
+// while it is still starting — for up to 1+2+3+4 s of retry delays and
+// their jitter, which a loaded machine needs — do not degrade the
+// account. A count that a returned wait did not clear still shows: the
+// second restart's first failure would not be logged as the first in a
+// row.)
 func TestPushSurvivesServerRestarts(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)
@@ -451,7 +452,10 @@ func TestPushRecyclesOnRotatedPassword(t *testing.T) {
 
 // TestPushWatchRearmsOnTheSameRow: at its lifetime a watch snoozes and
 // comes back as the same row rather than inserting another, and keeps
-// storing deliveries across the re-arm.
+// storing deliveries across the re-arm. A re-armed subscription finds the
+// folders as their last passes left them — the open one by EXAMINE, the
+// other by the STATUS Dovecot sends for NOTIFY SET STATUS — and queues no
+// pass.
 func TestPushWatchRearmsOnTheSameRow(t *testing.T) {
 	t.Parallel()
 	b := setupPush(t)
@@ -465,11 +469,16 @@ func TestPushWatchRearmsOnTheSameRow(t *testing.T) {
 	established := line("account watches its folders through one push subscription", "account", "primary")
 	b.waitLog(t, pushBound, established)
 	b.waitIdle(t)
+	passes := line("folder pass finished", "account", "primary")
+	synchronized := b.countLog(passes)
+	rearmed := b.countLog(established) + 2
 	deadline := time.Now().Add(time.Minute)
-	for b.countLog(established) < 3 {
+	for b.countLog(established) < rearmed {
 		require.True(t, time.Now().Before(deadline), "the watch did not re-arm twice; logs:\n%s", b.logs.String())
 		time.Sleep(50 * time.Millisecond)
 	}
+	b.waitIdle(t)
+	require.Equal(t, synchronized, b.countLog(passes), "a re-arm queues no pass for folders that did not change; logs:\n%s", b.logs.String())
 	var rows int
 	require.NoError(t, b.pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM river_job WHERE kind = 'watch'`).Scan(&rows))
@@ -562,4 +571,105 @@ func TestPushReconnectsAfterACut(t *testing.T) {
 	b.waitStored(t, "INBOX", 1, pushBound)
 	require.Zero(t, b.countLog(line("push subscription failed", "account", "primary", "consecutive_failures", 2)))
 	require.Positive(t, proxy.Stats().Cut)
+}
+
+// logins counts the logins of the test user Dovecot logged.
+func (b *syncBundle) logins() int {
+	return strings.Count(b.server.Log(), "Login: user=<"+b.user.Name()+">")
+}
+
+// TestPushIdleOnlyAddsNoSchedule: on a server offering IDLE without
+// NOTIFY, push adds no schedule of its own. Once the first synchronization
+// is done, a quiet account costs no folder pass and no reconciliation
+// window, and no login beyond the one capability read per degradation
+// period: the sessions that watch are not torn down to ask again, nor do
+// they queue a pass when nothing changed. A delivery afterwards is still
+// stored at once.
+func TestPushIdleOnlyAddsNoSchedule(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t, dovecot.WithoutMailboxListIndex())
+	b.env["MAILFATHOM_SYNC_PUSH_DEGRADATION_PERIOD"] = "10s"
+	deliver(b.user, "INBOX", 1)
+	deliver(b.user, "Archive", 2)
+	b.start(t)
+	b.waitLog(t, pushBound, modeLine("INBOX", "Push"), modeLine("ARCHIVE", "Push"))
+	b.waitIdle(t)
+	b.waitStored(t, "INBOX", 1, pushBound)
+	b.waitStored(t, "ARCHIVE", 1, pushBound)
+
+	passes := func(alias string) int {
+		return b.countLog(line("folder pass finished", "account", "primary", "alias", alias))
+	}
+	windows := func(alias string) int {
+		return b.countLog(line("reconciliation window applied", "account", "primary", "alias", alias))
+	}
+	const quiet = 35 * time.Second
+	before := map[string][2]int{"INBOX": {passes("INBOX"), windows("INBOX")}, "ARCHIVE": {passes("ARCHIVE"), windows("ARCHIVE")}}
+	logins := b.logins()
+	// The measurement is what happens while nothing does: a fixed wait.
+	time.Sleep(quiet)
+	t.Logf("in %v of quiet: %d logins; INBOX %d passes, %d windows; ARCHIVE %d passes, %d windows", quiet, b.logins()-logins,
+		passes("INBOX")-before["INBOX"][0], windows("INBOX")-before["INBOX"][1], passes("ARCHIVE")-before["ARCHIVE"][0], windows("ARCHIVE")-before["ARCHIVE"][1])
+	for alias, was := range before {
+		require.LessOrEqual(t, passes(alias)-was[0], 1, "%s: folder passes in %v of quiet; logs:\n%s", alias, quiet, b.logs.String())
+		require.LessOrEqual(t, windows(alias)-was[1], 1, "%s: reconciliation windows in %v of quiet", alias, quiet)
+	}
+	rereads := int(quiet/(10*time.Second)) + 1
+	require.LessOrEqual(t, b.logins()-logins, rereads, "logins in %v of quiet: one capability read per degradation period; logs:\n%s", quiet, b.logs.String())
+	require.GreaterOrEqual(t, b.countLog(line("mail server advertises no NOTIFY capability, so each folder is watched over a connection of its own",
+		"account", "primary", "subscription_retried_in", 10*time.Second)), 3, "the capability is read again each period")
+
+	deliver(b.user, "Archive", 3)
+	b.waitStored(t, "ARCHIVE", 2, pushBound)
+	require.Equal(t, 1, b.countLog(modeLine("ARCHIVE", "Push")), "watched throughout")
+}
+
+// TestPushWatchesOnlyResolvedFolders: two folders configured and the first
+// deleted on the server. After a restart — before the account's next run,
+// which a restart puts off by RestartGrace — the subscription leaves out
+// the folder the server will not open and watches the other, still in
+// Push; the run then resolves only the other, and the status view says
+// why the first is not watched.
+func TestPushWatchesOnlyResolvedFolders(t *testing.T) {
+	t.Parallel()
+	b := setupPush(t)
+	b.user.CreateFolder("Lists")
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "lists"
+	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_0_SPECIAL_USE")
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Lists"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "inbox"
+	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH")
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_SPECIAL_USE"] = "Inbox"
+	b.start(t)
+	established := line("account watches its folders through one push subscription", "account", "primary")
+	b.waitLog(t, pushBound, line(established.msg, "account", "primary", "folders", 2), modeLine("LISTS", "Push"), modeLine("INBOX", "Push"))
+	b.waitIdle(t)
+	b.stop()
+
+	b.user.DeleteFolder("Lists")
+	b.start(t)
+	b.waitLog(t, pushBound, line(established.msg, "account", "primary", "folders", 1),
+		line("mail server would not open the folder, so it is synchronized by polling", "account", "primary", "alias", "LISTS"))
+	modes := func() map[string][2]string {
+		rep, err := status.Read(context.Background(), b.pool, workers.StatusOptions(b.deps(t)))
+		require.NoError(t, err)
+		require.Len(t, rep.Accounts, 1)
+		got := map[string][2]string{}
+		for _, f := range rep.Accounts[0].Folders {
+			got[f.Alias] = [2]string{f.EffectiveMode, f.Unresolved}
+		}
+		return got
+	}
+	require.Equal(t, map[string][2]string{"LISTS": {"Polling", ""}, "INBOX": {"Push", ""}}, modes())
+	deliver(b.user, "INBOX", 1)
+	b.waitStored(t, "INBOX", 1, pushBound)
+
+	// The account's next run resolves the inbox alone.
+	b.runAgain(t)
+	b.waitLog(t, pushBound, line("folder is not watched: the account's latest run resolved its alias to no folder",
+		"account", "primary", "alias", "LISTS", "failure", "FolderAliasUnresolved"))
+	require.Equal(t, map[string][2]string{"LISTS": {"Polling", "FolderAliasUnresolved"}, "INBOX": {"Push", ""}}, modes())
+	deliver(b.user, "INBOX", 2)
+	b.waitStored(t, "INBOX", 2, pushBound)
+	require.Zero(t, b.countLog(line("push subscription failed", "account", "primary")), "a folder the server will not open is not the subscription's failure")
 }

@@ -19,8 +19,8 @@ import (
 // watch, and turns how the attempt ended into the job's next state. An
 // attempt that re-arms, or ends as the process stops, snoozes to come back
 // at once as the same row on whichever process fetches it next; one whose
-// account has no bound folder yet snoozes briefly; one degraded to polling
-// snoozes for the degradation period.
+// account no run has resolved the folders of yet snoozes briefly; one
+// degraded to polling snoozes for the degradation period.
 //
 // The worker does not watch, count failures or queue passes itself.
 type WatchWorker struct {
@@ -79,10 +79,11 @@ func (w *WatchWorker) Work(ctx context.Context, job *river.Job[jobs.Watch]) erro
 			}
 			return res.UniqueSkippedAsDuplicate, nil
 		},
-		Metrics:  w.deps.Push,
-		Now:      w.deps.Now,
-		Lifetime: w.deps.watchLifetime(),
-		Logger:   logger,
+		Resolutions: w.deps.resolutions,
+		Metrics:     w.deps.Push,
+		Now:         w.deps.Now,
+		Lifetime:    w.deps.watchLifetime(),
+		Logger:      logger,
 	})
 	if ctx.Err() != nil {
 		// Stopping, or the attempt's own end: come back at once, on

@@ -111,6 +111,10 @@ type Dependencies struct {
 	// write connection; built by Register, once per process.
 	writes  *mutation.Connections
 	carrier *mutation.Carrier
+	// resolutions tells the process's watches that an account run
+	// resolved other folders; one per process, built by Register, so all
+	// its push accounts are followed with one query per poll.
+	resolutions *push.Resolutions
 	// lifetime overrides push.Lifetime. Tests shorten it.
 	lifetime time.Duration
 	// deferrals, when set, draws the snoozes deferral would. Tests shorten
@@ -203,6 +207,7 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	if deps.gate, err = slots.NewGate(bounds(deps.Config)); err != nil {
 		return nil, err
 	}
+	deps.resolutions = push.NewResolutions(deps.Pool, push.ResolutionPollPeriod)
 	if deps.Stopping != nil {
 		// The write connections end with the process.
 		go func() {

@@ -85,8 +85,13 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 			if f.AwaitingVectors != nil {
 				awaiting = strconv.FormatInt(*f.AwaitingVectors, 10)
 			}
+			mode := f.EffectiveMode
+			if f.Unresolved != "" {
+				// Why nothing watches or synchronizes the folder.
+				mode += " (unresolved: " + f.Unresolved + ")"
+			}
 			m := f.Mutations
-			fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d/%d\t%s\t%s\n", a.ID, f.Alias, f.EffectiveMode, last, next,
+			fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d/%d\t%s\t%s\n", a.ID, f.Alias, mode, last, next,
 				f.Messages.Stored, f.Messages.Oversized, f.Messages.Withheld, f.Messages.Tombstoned,
 				f.Checkpoint.UIDValidity, f.Checkpoint.LastSeenUID, m.Pending, m.Converging, m.DeadLettered, awaiting, failure)
 		}

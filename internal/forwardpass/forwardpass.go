@@ -213,6 +213,10 @@ type Report struct {
 	// changes withheld from everything that reacts to new mail.
 	CarriedByMailFathom int `json:"carried_by_mailfathom"`
 	CopiedByMailFathom  int `json:"copied_by_mailfathom"`
+	// Observed is the folder as the pass's EXAMINE found it, zero when it
+	// failed. It is no part of the job's output, since it names the
+	// remote path; the caller records it once the pass completes.
+	Observed imapx.FolderState `json:"-"`
 }
 
 // WithheldChanges is the number of discoveries the pass recognized as changes of
@@ -244,6 +248,7 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 	// of this pass is sent after it.
 	examined := time.Now()
 	rep.UIDValidity = state.UIDValidity
+	rep.Observed = state
 
 	p := pass{db: db, sess: sess, binding: binding, lim: lim, logger: logger, state: state, rep: &rep}
 	if hasCP {

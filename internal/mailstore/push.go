@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Push synchronization keeps two things per account and folder alias in
+// Push synchronization keeps per account and folder alias in
 // folder_states: the mark a report leaves for a pass that is already
-// running (change_reported_at), and the folder's effective mode, so that
-// the line announcing a mode is written only when it changes.
+// running (change_reported_at); the folder's effective mode, so that the
+// line announcing a mode is written only when it changes; and what the
+// last completed pass observed of the folder, which a watching session
+// that starts compares with what the server reports now. Per account,
+// account_states keeps when a server that declined a subscription is asked
+// again.
 
 // The effective modes of a folder.
 const (
@@ -79,4 +84,96 @@ func SetEffectiveMode(ctx context.Context, q Querier, accountKey, alias, mode st
 		return false, fmt.Errorf("mailstore: record a folder's effective mode: %w", err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// ObservedState is a folder as a forward pass found it when it examined
+// it: the binding it examined and what EXAMINE reported. HighestModSeq is
+// 0 on a server without CONDSTORE.
+type ObservedState struct {
+	BindingID                    int64
+	UIDValidity, UIDNext, Exists uint32
+	HighestModSeq                uint64
+}
+
+// RecordObservedState records, in q — the transaction that completes a
+// forward pass of alias of accountKey — what that pass observed as it
+// examined the folder, replacing what an earlier pass recorded. A pass
+// that ends early records nothing: only a pass that read everything below
+// the UIDNEXT it observed leaves nothing to catch up on.
+func RecordObservedState(ctx context.Context, q Querier, accountKey, alias string, st ObservedState) error {
+	if _, err := q.Exec(ctx, `
+		INSERT INTO folder_states AS s (account_key, alias, observed_binding_id, observed_uid_validity,
+			observed_uid_next, observed_exists, observed_highest_modseq)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::text::numeric)
+		ON CONFLICT (account_key, alias) DO UPDATE SET
+			observed_binding_id = excluded.observed_binding_id,
+			observed_uid_validity = excluded.observed_uid_validity,
+			observed_uid_next = excluded.observed_uid_next,
+			observed_exists = excluded.observed_exists,
+			observed_highest_modseq = excluded.observed_highest_modseq`,
+		accountKey, alias, st.BindingID, int64(st.UIDValidity), int64(st.UIDNext), int64(st.Exists),
+		strconv.FormatUint(st.HighestModSeq, 10)); err != nil {
+		return fmt.Errorf("mailstore: record what a pass observed: %w", err)
+	}
+	return nil
+}
+
+// ObservedStates returns, by alias, what the last completed forward pass
+// of each alias of accountKey observed; an alias no pass completed since
+// it was recorded is missing.
+func ObservedStates(ctx context.Context, q Querier, accountKey string) (map[string]ObservedState, error) {
+	rows, err := q.Query(ctx, `
+		SELECT alias, observed_binding_id, observed_uid_validity, observed_uid_next, observed_exists,
+		       observed_highest_modseq::text
+		FROM folder_states WHERE account_key = $1 AND observed_binding_id IS NOT NULL`, accountKey)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read what passes observed: %w", err)
+	}
+	out := map[string]ObservedState{}
+	var (
+		alias                  string
+		st                     ObservedState
+		validity, next, exists int64
+		modseq                 string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&alias, &st.BindingID, &validity, &next, &exists, &modseq}, func() error {
+		m, err := strconv.ParseUint(modseq, 10, 64)
+		if err != nil {
+			return err
+		}
+		st.UIDValidity, st.UIDNext, st.Exists, st.HighestModSeq = uint32(validity), uint32(next), uint32(exists), m
+		out[alias] = st
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read what passes observed: %w", err)
+	}
+	return out, nil
+}
+
+// SubscriptionRetryAt returns when a mail server that declined accountKey's
+// push subscription, or advertised no NOTIFY, is asked for one again; the
+// zero time when it has not been put off.
+func SubscriptionRetryAt(ctx context.Context, q Querier, accountKey string) (time.Time, error) {
+	var at *time.Time
+	err := q.QueryRow(ctx, `SELECT push_subscription_retry_at FROM account_states WHERE account_key = $1`, accountKey).Scan(&at)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("mailstore: read when a push subscription is asked for again: %w", err)
+	}
+	if at == nil {
+		return time.Time{}, nil
+	}
+	return *at, nil
+}
+
+// SetSubscriptionRetryAt records at as when accountKey's mail server is
+// asked for a push subscription again.
+func SetSubscriptionRetryAt(ctx context.Context, q Querier, accountKey string, at time.Time) error {
+	if _, err := q.Exec(ctx, `
+		INSERT INTO account_states AS a (account_key, push_subscription_retry_at) VALUES ($1, $2)
+		ON CONFLICT (account_key) DO UPDATE SET push_subscription_retry_at = excluded.push_subscription_retry_at`,
+		accountKey, at); err != nil {
+		return fmt.Errorf("mailstore: record when a push subscription is asked for again: %w", err)
+	}
+	return nil
 }

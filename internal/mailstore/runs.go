@@ -184,6 +184,10 @@ type FolderState struct {
 	// Compression is what the latest pass decided about compression; nil
 	// before the first pass that opened a content connection.
 	Compression *Compression
+	// ResolutionFailure is, when the account's latest run resolved the
+	// alias to no folder, the identity of why (RecordResolutions); ""
+	// otherwise.
+	ResolutionFailure string
 }
 
 // RunStates returns every account's and folder alias's state.
@@ -198,7 +202,8 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 	}
 	rows, err = q.Query(ctx, `SELECT account_key, alias, stored, oversized, unreadable, excluded_by_date,
 		expunged_before_fetch, content_withheld, last_pass_at, last_success_at, last_failure_at,
-		coalesce(last_failure_identity, ''), coalesce(effective_mode, ''), compression_in_use, coalesce(compression_reason, '')
+		coalesce(last_failure_identity, ''), coalesce(effective_mode, ''), compression_in_use, coalesce(compression_reason, ''),
+		coalesce(resolution_failure, '')
 		FROM folder_states ORDER BY account_key, alias`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
@@ -210,7 +215,7 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 		c := &f.Counts
 		err := r.Scan(&f.AccountKey, &f.Alias, &c.Stored, &c.Oversized, &c.Unreadable, &c.ExcludedByDate,
 			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode,
-			&inUse, &reason)
+			&inUse, &reason, &f.ResolutionFailure)
 		if inUse != nil {
 			f.Compression = &Compression{InUse: *inUse, Reason: reason}
 		}

@@ -72,3 +72,26 @@ func (wt *watch) degradedUntil(alias string) (time.Time, bool) {
 	}
 	return until, ok
 }
+
+// undegraded returns those of folders not degraded now, in order.
+func (wt *watch) undegraded(folders []watchedFolder) []watchedFolder {
+	var out []watchedFolder
+	for _, f := range folders {
+		if _, ok := wt.degradedUntil(f.alias); !ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// nextRecovery is when the first of folders that is degraded now stops
+// being degraded; the attempt's re-arm time when none is.
+func (wt *watch) nextRecovery(folders []watchedFolder) time.Time {
+	at := wt.rearmAt()
+	for _, f := range folders {
+		if until, ok := wt.degradedUntil(f.alias); ok && until.Before(at) {
+			at = until
+		}
+	}
+	return at
+}

@@ -92,7 +92,7 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f
 {{with .Mutations.CompletedUnjoined}}{{.}} move(s) or copy(ies) completed, unjoined: the server named no placement.{{end}}
 {{with .LastFailedMutation}}Last failed mutation: <span class="bad">{{.ID}} ({{.Kind}}, {{.State}}, code {{.FailureCode}})</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}</p>
 <table><tr><th>Alias</th><th>Mode</th><th>Last successful pass</th><th>Stored</th><th>Oversized</th><th>Withheld</th><th>Tombstoned</th><th>Checkpoint (UIDVALIDITY/UID)</th><th>Mutations pending/converging/dead-lettered</th><th>Awaiting vectors</th><th>Last failure</th></tr>
-{{range .Folders}}<tr><td>{{.Alias}}</td><td>{{.EffectiveMode}}</td><td>{{age .LastSuccessAgeSeconds}}</td>
+{{range .Folders}}<tr><td>{{.Alias}}</td><td>{{.EffectiveMode}}{{with .Unresolved}} <span class="bad">(unresolved: {{.}})</span>{{end}}</td><td>{{age .LastSuccessAgeSeconds}}</td>
 <td>{{.Messages.Stored}}</td><td>{{.Messages.Oversized}}</td><td>{{.Messages.Withheld}}</td><td>{{.Messages.Tombstoned}}</td>
 <td>{{.Checkpoint.UIDValidity}}/{{.Checkpoint.LastSeenUID}}</td>
 <td>{{.Mutations.Pending}}/{{.Mutations.Converging}}/{{if .Mutations.DeadLettered}}<span class="bad">{{.Mutations.DeadLettered}}</span>{{else}}0{{end}}</td><td>{{with .AwaitingVectors}}{{.}}{{else}}-{{end}}</td><td>{{with .LastFailure}}<span class="bad">{{.Identity}}</span>{{end}}</td></tr>

@@ -187,8 +187,13 @@ type Folder struct {
 	// EffectiveMode is how the folder learns of new mail now: Push while
 	// the account's watch keeps it watched, Polling otherwise (the account
 	// polls, the server offers no way to watch it, it is past the
-	// subscription's bound, or push is degraded).
+	// subscription's bound, push is degraded, or the alias is unresolved).
 	EffectiveMode string `json:"effective_mode"`
+	// Unresolved is, when the account's latest run resolved the alias to
+	// no folder, the identity of why (FolderAliasUnresolved: no folder
+	// matches, FolderAliasAmbiguous: several do); nothing synchronizes or
+	// watches the folder until a run resolves it. Empty otherwise.
+	Unresolved string `json:"unresolved,omitempty"`
 	// Bound reports that the alias has been resolved to a remote folder.
 	Bound bool `json:"bound"`
 	// LastPassAt and LastSuccessAt are when a forward pass last ran and
@@ -347,11 +352,11 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 				acct.Compression = &Compression{InUse: fs.Compression.InUse, Reason: fs.Compression.Reason}
 			}
 			mode := string(config.ModePolling)
-			if a.Mode == config.ModePush && fs.EffectiveMode == mailstore.ModePush {
+			if a.Mode == config.ModePush && fs.EffectiveMode == mailstore.ModePush && fs.ResolutionFailure == "" {
 				mode = mailstore.ModePush
 			}
 			f := Folder{
-				Alias: alias, EffectiveMode: mode,
+				Alias: alias, EffectiveMode: mode, Unresolved: fs.ResolutionFailure,
 				Bound:      c.AccountKey != "",
 				Checkpoint: Checkpoint{UIDValidity: c.UIDValidity, LastSeenUID: c.LastSeenUID},
 				Messages:   Messages{Stored: c.Stored, Oversized: c.Oversized, Withheld: c.Withheld, Tombstoned: c.Tombstoned},

@@ -292,3 +292,71 @@ func TestOutstandingWork(t *testing.T) {
 		inStep(t, rep, metrics)
 	})
 }
+
+// TestUnresolvedAliasIsNotWatched: an alias the account's latest run
+// resolved to no folder shows Polling and why, in the report, the JSON of
+// /api/v1/status and the page, even when a watch had recorded it as
+// watched before; the folder the run resolved keeps its mode.
+func TestUnresolvedAliasIsNotWatched(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	cfg, err := config.Load([]string{"MAILFATHOM_SYNC_ENABLED=true",
+		"MAILFATHOM_ACCOUNTS_0_ID=primary", "MAILFATHOM_ACCOUNTS_0_HOST=imap.example.test", "MAILFATHOM_ACCOUNTS_0_USERNAME=user",
+		"MAILFATHOM_ACCOUNTS_0_PASSWORD=env:UNUSED", "MAILFATHOM_ACCOUNTS_0_MODE=Push",
+		"MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS=lists", "MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH=Lists",
+		"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS=inbox", "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_SPECIAL_USE=Inbox"})
+	require.NoError(t, err)
+	key := config.AccountKey("primary")
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		id, err := mailstore.EnsureAccount(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		inbox, _, _, err := mailstore.CommitBinding(ctx, tx, id, "INBOX", "INBOX", "/")
+		if err != nil {
+			return err
+		}
+		if _, _, _, err := mailstore.CommitBinding(ctx, tx, id, "LISTS", "Lists", "/"); err != nil {
+			return err
+		}
+		for _, alias := range []string{"LISTS", "INBOX"} {
+			if _, err := mailstore.SetEffectiveMode(ctx, tx, key, alias, mailstore.ModePush); err != nil {
+				return err
+			}
+		}
+		_, err = mailstore.RecordResolutions(ctx, tx, key, []mailstore.Resolution{
+			{Alias: "LISTS", Failure: "FolderAliasUnresolved"}, {Alias: "INBOX", BindingID: inbox.ID}})
+		return err
+	}))
+	opts := status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}
+	rep, err := status.Read(ctx, pool, opts)
+	require.NoError(t, err)
+	require.Len(t, rep.Accounts, 1)
+	folders := rep.Accounts[0].Folders
+	require.Len(t, folders, 2)
+	require.Equal(t, "LISTS", folders[0].Alias)
+	require.Equal(t, "Polling", folders[0].EffectiveMode, "nothing watches an unresolved alias")
+	require.Equal(t, "FolderAliasUnresolved", folders[0].Unresolved)
+	require.Equal(t, "INBOX", folders[1].Alias)
+	require.Equal(t, "Push", folders[1].EffectiveMode)
+	require.Empty(t, folders[1].Unresolved)
+
+	h := status.NewHandler(pool, opts, slog.New(slog.DiscardHandler))
+	mux := http.NewServeMux()
+	h.Mount(mux, func(h http.Handler) http.Handler { return h })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{
+		"/api/v1/status": `"unresolved": "FolderAliasUnresolved"`,
+		"/status":        "(unresolved: FolderAliasUnresolved)",
+	} {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Contains(t, string(body), want, path)
+	}
+}

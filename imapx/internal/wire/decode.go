@@ -15,8 +15,8 @@ import (
 // EXPUNGE, FETCH with UID, FLAGS and MODSEQ, SEARCH), ENABLED (RFC 5161
 // §3.2), ESEARCH (RFC 4731 §3.1 and §4), HIGHESTMODSEQ, NOMODSEQ and MODSEQ
 // (RFC 7162 §3.1.2, §3.1.4), VANISHED (RFC 7162 §3.2.10) and the mailbox
-// a STATUS response names (RFC 3501 §7.2.4, unsolicited under NOTIFY,
-// RFC 5465 §5). Any other
+// a STATUS response names with the counts it describes it by (RFC 3501
+// §7.2.4; unsolicited under NOTIFY, RFC 5465 §5). Any other
 // untagged response is read to its end, literals included, and dropped.
 //
 // The decoder reads straight from the connection, byte by byte through a
@@ -91,9 +91,13 @@ type Response struct {
 	Fetch FetchAttrs // RespFetch
 
 	// Mailbox is the folder path a STATUS response names, decoded from
-	// modified UTF-7 (RFC 3501 §5.1.3), with INBOX in upper case. The
-	// status values themselves are read to their end and dropped.
+	// modified UTF-7 (RFC 3501 §5.1.3), with INBOX in upper case.
 	Mailbox string
+	// Items are the values of a STATUS response's MESSAGES, UIDNEXT,
+	// UIDVALIDITY and HIGHESTMODSEQ items. Only NotifySet reads them,
+	// for the folders it asked the server to describe; a change report
+	// carries nothing but Mailbox out (see Change).
+	Items StatusItems
 
 	// SEARCH numbers, ESEARCH ALL, VANISHED known-uids; not normalized.
 	Set     UIDRanges
@@ -104,6 +108,14 @@ type Response struct {
 	Correlator    string
 	HasCorrelator bool
 	UIDResult     bool
+}
+
+// StatusItems are the values a STATUS response (RFC 3501 §7.2.4) carried
+// of MESSAGES, UIDNEXT, UIDVALIDITY and HIGHESTMODSEQ (RFC 7162 §3.1.6);
+// an item it did not carry is 0. Every other item is read and dropped.
+type StatusItems struct {
+	Messages, UIDNext, UIDValidity uint32
+	HighestModSeq                  uint64
 }
 
 // FetchAttrs are the data items of a FETCH response this package reads:
@@ -283,9 +295,9 @@ func (d *decoder) untagged() (*Response, error) {
 }
 
 // mailboxStatus reads the rest of a STATUS response (RFC 3501 §7.2.4,
-// RFC 5465 §5): SP mailbox SP "(" [status-att-list] ")". Only the mailbox
-// is kept; the list is read to its end and dropped, because no number in
-// an unsolicited report is trusted.
+// RFC 5465 §5): SP mailbox SP "(" [status-att-list] ")". The mailbox is
+// kept, and the items StatusItems names; any other item is read to its
+// end and dropped.
 func (d *decoder) mailboxStatus(r *Response) error {
 	if err := d.expect(' ', "STATUS"); err != nil {
 		return err
@@ -306,7 +318,7 @@ func (d *decoder) mailboxStatus(r *Response) error {
 	} else if b != '(' {
 		return malformed("STATUS attribute list")
 	}
-	if err := d.skipValue(0); err != nil {
+	if err := d.statusItems(&r.Items); err != nil {
 		return err
 	}
 	// Some servers end the list with a space before the line ending.
@@ -314,6 +326,63 @@ func (d *decoder) mailboxStatus(r *Response) error {
 		_, _ = d.next()
 	}
 	return d.crlf()
+}
+
+// statusItems reads a STATUS response's "(" [status-att-list] ")":
+// status-att SP number pairs (RFC 3501 §9, RFC 7162 §7 for HIGHESTMODSEQ).
+// An item it does not know is read as one value, list or atom, and
+// dropped.
+func (d *decoder) statusItems(it *StatusItems) error {
+	if err := d.expect('(', "STATUS attribute list"); err != nil {
+		return err
+	}
+	for {
+		b, err := d.peek()
+		if err != nil {
+			return err
+		}
+		if b == ')' {
+			_, _ = d.next()
+			return nil
+		}
+		name, err := d.atom("STATUS attribute")
+		if err != nil {
+			return err
+		}
+		if err := d.expect(' ', "STATUS attribute"); err != nil {
+			return err
+		}
+		switch name {
+		case "MESSAGES":
+			it.Messages, err = d.number32("STATUS MESSAGES")
+		case "UIDNEXT":
+			it.UIDNext, err = d.number32("STATUS UIDNEXT")
+		case "UIDVALIDITY":
+			it.UIDValidity, err = d.number32("STATUS UIDVALIDITY")
+		case "HIGHESTMODSEQ":
+			// Read as any 64-bit number: a server past the 63 bits RFC
+			// 7162 §7 allows describes the folder no worse for it.
+			var tok string
+			if tok, err = d.token(isDigit, "STATUS HIGHESTMODSEQ"); err == nil {
+				if it.HighestModSeq, err = strconv.ParseUint(tok, 10, 64); err != nil {
+					err = malformed("STATUS HIGHESTMODSEQ")
+				}
+			}
+		default:
+			err = d.skipValue(0)
+		}
+		if err != nil {
+			return err
+		}
+		if b, err = d.peek(); err != nil {
+			return err
+		}
+		if b == ' ' {
+			_, _ = d.next()
+		} else if b != ')' {
+			return malformed("STATUS attribute list")
+		}
+	}
 }
 
 // mailbox reads a mailbox name (RFC 3501 §9: "INBOX" / astring): an atom

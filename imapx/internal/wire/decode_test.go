@@ -345,6 +345,32 @@ func TestDecodeStatusNamesTheFolder(t *testing.T) {
 	}
 }
 
+// TestDecodeStatusItems: the items a STATUS response describes a folder
+// with are read — MESSAGES, UIDNEXT, UIDVALIDITY, HIGHESTMODSEQ, as
+// Dovecot sends them after NOTIFY SET STATUS — and anything else in the
+// list is read to its end and dropped.
+func TestDecodeStatusItems(t *testing.T) {
+	for raw, want := range map[string]StatusItems{
+		"* STATUS Sent (MESSAGES 2 UIDNEXT 3 UIDVALIDITY 1767225600 UNSEEN 2 HIGHESTMODSEQ 5)\r\n": {Messages: 2, UIDNext: 3, UIDValidity: 1767225600, HighestModSeq: 5},
+		"* STATUS Trash (messages 1 X-UNKNOWN (nested list) uidnext 2) \r\n":                       {Messages: 1, UIDNext: 2},
+		"* STATUS Archive (HIGHESTMODSEQ 9223372036854775807 )\r\n":                                {HighestModSeq: 1<<63 - 1},
+		"* STATUS Junk ()\r\n": {},
+	} {
+		r := decodeOne(t, raw)
+		require.Equal(t, RespMailboxStatus, r.Kind, "%q", raw)
+		require.Equal(t, want, r.Items, "%q", raw)
+	}
+	for name, raw := range map[string]string{
+		"item without a value": "* STATUS INBOX (MESSAGES)\r\n",
+		"value not a number":   "* STATUS INBOX (UIDNEXT x)\r\n",
+		"no space between":     "* STATUS INBOX (MESSAGES 1UIDNEXT 2)\r\n",
+		"modseq above 64 bits": "* STATUS INBOX (HIGHESTMODSEQ 18446744073709551616)\r\n",
+	} {
+		_, err := decodeAll(raw)
+		require.ErrorIs(t, err, ErrMalformedResponse, name)
+	}
+}
+
 // TestChangeNamesOnlyTheFolder: which responses report a change, and in
 // which folder; none carries anything else out.
 func TestChangeNamesOnlyTheFolder(t *testing.T) {

@@ -17,9 +17,18 @@ const notifyEvents = "(MessageNew MessageExpunge FlagChange)"
 // NotifySet subscribes the connection with NOTIFY SET (RFC 5465 §3.1) to
 // changes in the folder it has open (the "selected" filter, §6) and in
 // others, the folder paths as ListFolders reports them (the "mailboxes"
-// filter). It asks for no STATUS indicator, so the server reports nothing
-// until something changes, and no message data: a report only ever says
-// which folder changed (see Change).
+// filter). It asks for no message data: a report only ever says which
+// folder changed (see Change).
+//
+// With status it sends the STATUS indicator (§3.1), for which the server
+// describes each of others with a STATUS response before its tagged OK —
+// Dovecot 2.3 with UIDVALIDITY, UIDNEXT, MESSAGES, UNSEEN and, since
+// FlagChange is asked for, HIGHESTMODSEQ, and none for a folder that does
+// not exist or the one that is open. NotifySet returns what those
+// responses reported, by the path they named (INBOX in upper case), so a
+// watch learns a folder's state without opening it; a folder the server
+// did not describe is missing. Without status the server reports nothing
+// until something changes, and the map is empty.
 //
 // A folder must be open (Examine); others may be empty. A server that
 // declines the subscription — it cannot watch that many folders, or not
@@ -28,12 +37,16 @@ const notifyEvents = "(MessageNew MessageExpunge FlagChange)"
 //
 // NotifySet does not check that the server advertised NOTIFY; the caller
 // decides that from Caps.
-func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []string) error {
+func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []string, status bool) (map[string]ExamineData, error) {
 	if c.folder == "" {
-		return ErrNoFolder
+		return nil, ErrNoFolder
 	}
 	var b strings.Builder
-	b.WriteString("SET (selected ")
+	b.WriteString("SET ")
+	if status {
+		b.WriteString("STATUS ")
+	}
+	b.WriteString("(selected ")
 	b.WriteString(notifyEvents)
 	b.WriteString(")")
 	if len(others) > 0 {
@@ -41,7 +54,7 @@ func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []st
 		for i, p := range others {
 			name, err := encodeMailbox(p)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if i > 0 {
 				b.WriteByte(' ')
@@ -52,5 +65,17 @@ func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []st
 		b.WriteString(notifyEvents)
 		b.WriteString(")")
 	}
-	return c.run(ctx, timeout, "NOTIFY", b.String(), nil)
+	described := map[string]ExamineData{}
+	err := c.run(ctx, timeout, "NOTIFY", b.String(), func(r *Response) {
+		if status && r.Kind == RespMailboxStatus && r.Mailbox != "" {
+			described[r.Mailbox] = ExamineData{
+				UIDValidity: r.Items.UIDValidity, UIDNext: r.Items.UIDNext,
+				Exists: r.Items.Messages, HighestModSeq: r.Items.HighestModSeq,
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return described, nil
 }
