@@ -2,6 +2,10 @@ package cyrus
 
 import (
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +43,29 @@ func TestPortTakenByAnotherProcess(t *testing.T) {
 	require.NoError(t, in.start(true))
 	require.NotEqual(t, taken, in.params.tlsAddr)
 	require.NoError(t, probe(t.Context(), in.params.plainAddr, in.params.greeting()))
+}
+
+// TestSweepAbandonedDirectories: an instance directory whose test process
+// has ended is removed when the next one is made; one of a running
+// process, or one not yet given its owner, is kept.
+func TestSweepAbandonedDirectories(t *testing.T) {
+	t.Parallel()
+	parent := t.TempDir()
+	ended := exec.Command("true")
+	require.NoError(t, ended.Run())
+	for name, owner := range map[string]string{
+		"mfcyrus-ended":   strconv.Itoa(ended.Process.Pid),
+		"mfcyrus-running": strconv.Itoa(os.Getpid()),
+		"mfcyrus-new":     "",
+	} {
+		dir := filepath.Join(parent, name)
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		if owner != "" {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner), 0o644))
+		}
+	}
+	sweepAbandoned(parent)
+	require.NoDirExists(t, filepath.Join(parent, "mfcyrus-ended"))
+	require.DirExists(t, filepath.Join(parent, "mfcyrus-running"))
+	require.DirExists(t, filepath.Join(parent, "mfcyrus-new"))
 }
