@@ -24,7 +24,10 @@ const Separator = '/'
 type identity struct {
 	user     string // cyrus_user
 	uid, gid int
-	root     bool // master starts as root and drops to user
+	// root says the test runs as root, which then starts master as user
+	// rather than letting master drop to it: a process that changes its
+	// credentials loses its parent-death signal.
+	root bool
 }
 
 type configParams struct {
@@ -45,7 +48,7 @@ func (p configParams) spoolDir() string     { return filepath.Join(p.dir, "spool
 func (p configParams) tempDir() string      { return filepath.Join(p.dir, "tmp") }
 func (p configParams) sasldb() string       { return filepath.Join(p.dir, "sasldb2") }
 func (p configParams) logFile() string      { return filepath.Join(p.dir, "master.log") }
-func (p configParams) pidFile() string      { return filepath.Join(p.dir, "master.pid") }
+func (p configParams) pidFile() string      { return filepath.Join(p.configDir(), "master.pid") }
 func (p configParams) socketDir() string    { return filepath.Join(p.configDir(), "socket") }
 func (p configParams) idleSocket() string   { return filepath.Join(p.socketDir(), "idle") }
 func (p configParams) telemetryDir() string { return filepath.Join(p.configDir(), "log") }

@@ -69,6 +69,16 @@
 // case: Cyrus lowers the case of login names. A failed login is answered
 // at once (failedloginpause: 0) instead of after Cyrus's 3 s.
 //
+// # Processes
+//
+// Master, and every process it starts, runs as nobody when the test runs
+// as root and as the current user otherwise; as root the harness starts
+// master as nobody itself, because a process that drops its privileges
+// loses the parent-death signal that ends it with its test binary. An
+// instance directory whose test binary ended without removing it (a
+// shared server's, when TestMain does not call StopShared) is removed,
+// with any master still serving it, when the next instance is made.
+//
 // # Logs
 //
 // Cyrus logs through syslog(3), which the harness does not capture (a

@@ -48,7 +48,12 @@ func startProcess(p configParams) (*process, error) {
 	cmd.Env = p.inst.env()
 	// Own process group, so a stop can kill every child, and SIGTERM when
 	// the test binary dies, so a crashed test leaves no Cyrus running.
+	// Master starts as Cyrus's user: one that dropped to it from root
+	// itself would lose the parent-death signal with its credentials.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if p.id.root {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.id.uid), Gid: uint32(p.id.gid)}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start master: %w", err)
 	}

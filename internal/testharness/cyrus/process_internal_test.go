@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -46,8 +48,9 @@ func TestPortTakenByAnotherProcess(t *testing.T) {
 }
 
 // TestSweepAbandonedDirectories: an instance directory whose test process
-// has ended is removed when the next one is made; one of a running
-// process, or one not yet given its owner, is kept.
+// has ended is removed when the next one is made, and a master still
+// serving it is killed; one of a running process, or one not yet given
+// its owner, is kept.
 func TestSweepAbandonedDirectories(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
@@ -59,13 +62,29 @@ func TestSweepAbandonedDirectories(t *testing.T) {
 		"mfcyrus-new":     "",
 	} {
 		dir := filepath.Join(parent, name)
-		require.NoError(t, os.Mkdir(dir, 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "conf"), 0o755))
 		if owner != "" {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner), 0o644))
 		}
 	}
+	// A stand-in for a master left serving the ended test's directory:
+	// its command line names the directory, as master's does.
+	abandoned := filepath.Join(parent, "mfcyrus-ended")
+	left := exec.Command("sh", "-c", "sleep 60; exit 0", filepath.Join(abandoned, "imapd.conf"))
+	left.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, left.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- left.Wait() }()
+	require.NoError(t, os.WriteFile(filepath.Join(abandoned, "conf", "master.pid"), []byte(strconv.Itoa(left.Process.Pid)+"\n"), 0o644))
+
 	sweepAbandoned(parent)
-	require.NoDirExists(t, filepath.Join(parent, "mfcyrus-ended"))
+	require.NoDirExists(t, abandoned)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = left.Process.Kill()
+		t.Fatal("the master left serving an abandoned directory still runs")
+	}
 	require.DirExists(t, filepath.Join(parent, "mfcyrus-running"))
 	require.DirExists(t, filepath.Join(parent, "mfcyrus-new"))
 }

@@ -176,9 +176,30 @@ func sweepAbandoned(parent string) {
 			continue
 		}
 		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			stopAbandoned(dir)
 			os.RemoveAll(dir)
 		}
 	}
+}
+
+// stopAbandoned kills the process group of the master that serves dir, if
+// one still runs: a master its test binary did not take down with it.
+// The pid file's process must name dir on its command line, so that a
+// reused process id harms nothing.
+func stopAbandoned(dir string) {
+	text, err := os.ReadFile(filepath.Join(dir, "conf", "master.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(text)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), dir+"/") {
+		return
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // prepare writes the TLS files and the directories Cyrus writes in, owned
@@ -202,8 +223,16 @@ func (in *instance) prepare() error {
 			return err
 		}
 	}
-	// Cyrus's user reads the key.
-	return in.chown(p.keyFile)
+	// Cyrus's user reads the key and writes master's output.
+	if err := os.WriteFile(p.logFile(), nil, 0o644); err != nil {
+		return err
+	}
+	for _, f := range []string{p.keyFile, p.logFile()} {
+		if err := in.chown(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chown gives path to Cyrus's user when running as root.

@@ -1,12 +1,14 @@
 package cyrus_test
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -74,4 +76,43 @@ func copyFile(t *testing.T, from, to string) {
 	_, err = io.Copy(dst, src)
 	require.NoError(t, err)
 	require.NoError(t, dst.Close())
+}
+
+// exitChildEnv marks the copy of this test binary that
+// TestMasterEndsWithItsTestBinary starts.
+const exitChildEnv = "MAILFATHOM_CYRUS_EXIT_CHILD"
+
+// TestMasterEndsWithItsTestBinary: a test binary that exits without
+// stopping its shared server (a TestMain that cannot call StopShared, or a
+// crash) takes Cyrus down with it: no process of that server is left.
+func TestMasterEndsWithItsTestBinary(t *testing.T) {
+	if os.Getenv(exitChildEnv) == "1" {
+		s := cyrus.Shared(t)
+		s.NewUser().Dial()
+		fmt.Printf("instance directory: %s\n", s.Dir())
+		os.Exit(0)
+	}
+	t.Parallel()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "-test.run=^TestMasterEndsWithItsTestBinary$", "-test.count=1")
+	cmd.Env = append(os.Environ(), exitChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	_, dir, ok := strings.Cut(strings.TrimSpace(string(out)), "instance directory: ")
+	require.True(t, ok, "%s", out)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	serving := func() []string {
+		var pids []string
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if cmdline, err := os.ReadFile(p); err == nil && strings.Contains(string(cmdline), dir+"/") {
+				pids = append(pids, p)
+			}
+		}
+		return pids
+	}
+	require.Eventually(t, func() bool { return len(serving()) == 0 }, 10*time.Second, 50*time.Millisecond,
+		"processes of the child's server outlived it: %v", serving())
 }
