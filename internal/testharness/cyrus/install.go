@@ -51,18 +51,21 @@ var requirements = []sysdeps.Requirement{
 	sysdeps.Library("libxml2.so.2", "libxml2"),
 	sysdeps.Library("sasl2/libscram.so.2", "libsasl2-modules"),
 	sysdeps.Library("sasl2/libsasldb.so.2", "libsasl2-modules-db"),
-	{
-		Program: "saslpasswd2",
-		Package: "sasl2-bin",
-		Find: func() (string, error) {
-			if p, err := exec.LookPath("saslpasswd2"); err == nil {
-				return p, nil
-			}
-			if _, err := os.Stat("/usr/sbin/saslpasswd2"); err == nil {
-				return "/usr/sbin/saslpasswd2", nil
-			}
-			return "", errors.New("saslpasswd2 not found")
-		},
+	saslPasswd,
+}
+
+// saslPasswd is the requirement for saslpasswd2, last in requirements.
+var saslPasswd = sysdeps.Requirement{
+	Program: "saslpasswd2",
+	Package: "sasl2-bin",
+	Find: func() (string, error) {
+		if p, err := exec.LookPath("saslpasswd2"); err == nil {
+			return p, nil
+		}
+		if _, err := os.Stat("/usr/sbin/saslpasswd2"); err == nil {
+			return "/usr/sbin/saslpasswd2", nil
+		}
+		return "", errors.New("saslpasswd2 not found")
 	},
 }
 

@@ -8,8 +8,8 @@ import (
 	"github.com/emersion/go-imap/v2"
 )
 
-// emailIDFetch matches a FETCH response carrying a UID and an EMAILID, in
-// either order.
+// fetchUID and fetchEmailID find a FETCH response's UID and EMAILID, in
+// whichever order the server sends them.
 var (
 	fetchUID     = regexp.MustCompile(`^\* \d+ FETCH \(.*\bUID (\d+)\b`)
 	fetchEmailID = regexp.MustCompile(`\bEMAILID \(([^)\s]+)\)`)
@@ -19,7 +19,7 @@ var (
 // by UID: the server's identity of a message's content, which a copy or a
 // move keeps in every folder it reaches. It sends EXAMINE and UID FETCH
 // 1:* (UID EMAILID) over a session of its own, since go-imap parses no
-// EMAILID.
+// EMAILID. The folder name must be ASCII.
 func (u *User) EmailIDs(folder string) map[imap.UID]string {
 	u.t.Helper()
 	ids, err := u.emailIDs(folder)
