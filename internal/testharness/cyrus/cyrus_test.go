@@ -128,8 +128,9 @@ func TestFlagsReadsServerTruth(t *testing.T) {
 	require.Contains(t, u.Flags("INBOX", uid), imap.FlagSeen, "BODY[] must set \\Seen")
 }
 
-// TestAppendRefusals: what Cyrus refuses to store, each of which Dovecot
-// stores as given.
+// TestAppendRefusals: what Cyrus refuses to store, all of which but the
+// empty message Dovecot stores (see the package documentation), and the
+// 8-bit header bytes it rewrites.
 func TestAppendRefusals(t *testing.T) {
 	t.Parallel()
 	u := cyrus.Shared(t).NewUser()

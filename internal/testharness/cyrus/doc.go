@@ -95,13 +95,15 @@
 // in this package or beside the product code it concerns:
 //
 //   - APPEND refuses a message with bare LF line endings ("Message contains
-//     bare newlines"), a header line without a colon, including an mbox
-//     "From " line ("invalid header"), a NUL byte, or no bytes at all.
-//     Dovecot stores each as given. User.Append fails the test on a
-//     refusal; TryAppend returns it.
+//     bare newlines"; Dovecot stores it and serves CRLF), a header line
+//     without a colon, an mbox "From " line among them, or no header at all
+//     ("invalid header"; Dovecot stores it as given), and a NUL byte
+//     (Dovecot stores 0x80 in its place). Both refuse an empty message.
+//     User.Append fails the test on a refusal; TryAppend returns it.
 //   - APPEND replaces every 8-bit byte of a header, UTF-8 or not, with "X"
-//     (munge8bit), and keeps the body's: what Cyrus serves, and what a
-//     synchronization stores, then differs from what was appended.
+//     (munge8bit), and keeps the body's; Dovecot keeps both. What Cyrus
+//     serves, and what a synchronization stores, then differs from what
+//     was appended.
 //   - LIST writes special-use attributes in lower case (`\archive`), as
 //     Cyrus stores them; go-imap, and so MailFathom, reads them in IMAP's
 //     spelling.
