@@ -55,7 +55,8 @@
 // COMPRESS=DEFLATE, and no NOTIFY. Before login it advertises STARTTLS on
 // the plain listener and AUTH= for each of DefaultAuthMechanisms, checked
 // against the sasldb; over TLS it adds SCRAM-SHA-1-PLUS and
-// SCRAM-SHA-256-PLUS, the channel-bound variants. WithoutCapabilities
+// SCRAM-SHA-256-PLUS, the channel-bound variants, which Dovecot 2.3 does
+// not offer. WithoutCapabilities
 // leaves capabilities out of what is advertised, all but COMPRESS=DEFLATE,
 // which Cyrus offers whatever its list says.
 //
@@ -114,14 +115,11 @@
 //   - Deleted folders are removed at once (delete_mode: immediate): with
 //     Cyrus's default, delayed, the same folder deleted twice within a
 //     second is refused ("Mailbox already exists").
-//   - FLAGS always carry \Recent, in IDLE reports and FETCH answers alike;
-//     the harness's Flags and Message leave it out.
 //   - IDLE reports come from idled, which cyrus.conf starts: a delivery
 //     ("* n EXISTS" with "* n RECENT"), a flag change ("* n FETCH (FLAGS
-//     ...)" without UID) and an expunge reach an idling session within
-//     milliseconds. Without idled Cyrus looks every imapidlepoll, 60 s;
-//     Start waits for idled's socket.
-//   - CHANGEDSINCE with VANISHED is answered "* VANISHED (EARLIER) ...".
+//     ...)", without UID as from Dovecot) and an expunge reach an idling
+//     session within milliseconds. Without idled Cyrus looks only every
+//     imapidlepoll, 60 s; Start waits for idled's socket.
 //   - EMAILID (OBJECTID) is the content's: the same bytes appended twice,
 //     copied or moved share one, in every folder (User.EmailIDs reads it;
 //     go-imap cannot).
