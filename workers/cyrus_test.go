@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
@@ -448,4 +449,30 @@ func TestCyrusOneLoginPerUnit(t *testing.T) {
 		SELECT count(*) FROM river_job
 		WHERE kind IN ('account_run', 'folder_pass', 'reconcile_window') AND state = 'completed'`).Scan(&units))
 	require.Len(t, u.Sessions(), units, "one session for each of %d units", units)
+}
+
+// TestCyrusMissingDestinationIsRefusedAtTheFirstAttempt: a move into a
+// folder deleted on Cyrus is refused by the server, recognized as a
+// missing destination and dead-lettered at its first attempt, the source
+// left in place.
+func TestCyrusMissingDestinationIsRefusedAtTheFirstAttempt(t *testing.T) {
+	t.Parallel()
+	sb, u := setupCyrusSync(t, cyrus.Shared(t))
+	b := &mutationBundle{syncBundle: sb}
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "archive"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Filed"
+	u.CreateFolder("Filed")
+	b.uids = append(b.uids, u.Append("INBOX", mailgen.Message(15, 1, 800), time.Time{}))
+	b.start(t)
+	b.waitIdle(t)
+	u.DeleteFolder("Filed")
+	move := b.request(t, b.uids[0], "move", "archive")
+	b.waitIdle(t)
+	got := b.mutation(t, move.ID)
+	require.Equal(t, mailstore.MutationDeadLettered, got.State, "failure code %q; jobs:\n%s", got.FailureCode, b.jobHistory(t))
+	require.Equal(t, mutation.CodeDestinationMissing, got.FailureCode)
+	require.Equal(t, 1, got.Attempts)
+	require.Contains(t, u.UIDs("INBOX"), b.uids[0])
 }
