@@ -1,5 +1,7 @@
 // Package sysdeps makes sure the system programs MailFathom's embedded
-// default and test harness start (PostgreSQL, Dovecot) are installed.
+// default and test harness start (PostgreSQL, Dovecot, and the libraries
+// of the Cyrus IMAP server the harness unpacks) are installed, and
+// downloads the packages a harness unpacks itself (Download).
 //
 // It installs a missing Debian package with apt-get when the process runs as
 // root on a machine that has apt-get, and otherwise fails with an error that
@@ -247,4 +249,79 @@ var Dovecot = Requirement{
 		}
 		return "", errors.New("dovecot not found")
 	},
+}
+
+// Library is the requirement for the shared library soname (for example
+// "libxapian.so.30"), which the Debian package pkg installs. It is found
+// in the directories Debian installs libraries into: /usr/lib and /lib,
+// and their multiarch subdirectories such as /usr/lib/x86_64-linux-gnu. It
+// does not ask the dynamic linker's cache, so a library installed
+// elsewhere and named in /etc/ld.so.conf counts as missing.
+func Library(soname, pkg string) Requirement {
+	return Requirement{
+		Program: soname,
+		Package: pkg,
+		Find: func() (string, error) {
+			for _, pattern := range []string{"/usr/lib/*/", "/lib/*/", "/usr/lib/", "/lib/"} {
+				matches, _ := filepath.Glob(pattern + soname)
+				if len(matches) > 0 {
+					return matches[0], nil
+				}
+			}
+			return "", fmt.Errorf("%s not found under /usr/lib or /lib", soname)
+		},
+	}
+}
+
+// Download fetches the .deb files of pkgs, in the versions apt-get would
+// install, into dir with `apt-get download`, and returns their paths in
+// the order of pkgs. It installs nothing: it is for a package that cannot
+// be installed beside another one (Debian's cyrus-imapd conflicts with
+// dovecot-imapd) and is unpacked by its caller instead. When the download
+// fails as root it refreshes the package lists, holding the install lock,
+// and tries once more. Output of apt-get goes to log, which may be nil.
+func Download(ctx context.Context, log func(format string, args ...any), dir string, pkgs ...string) ([]string, error) {
+	if log == nil {
+		log = func(string, ...any) {}
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return nil, fmt.Errorf("sysdeps: download %s: apt-get is not available", strings.Join(pkgs, " "))
+	}
+	download := func() error {
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"download", "-q"}, pkgs...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("apt-get download %s: %w: %s", strings.Join(pkgs, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	log("downloading packages: %s", strings.Join(pkgs, " "))
+	err := download()
+	if err != nil && os.Geteuid() == 0 {
+		log("%v; refreshing the package lists and trying again", err)
+		unlock, lerr := lock()
+		if lerr != nil {
+			return nil, fmt.Errorf("sysdeps: lock %s: %w", lockPath, lerr)
+		}
+		err = apt(ctx, "update", "-q")
+		unlock()
+		if err != nil {
+			return nil, fmt.Errorf("sysdeps: apt-get update: %w", err)
+		}
+		err = download()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sysdeps: %w", err)
+	}
+	paths := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		matches, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.deb"))
+		if len(matches) != 1 {
+			return nil, fmt.Errorf("sysdeps: apt-get download left %d files for %s in %s", len(matches), pkg, dir)
+		}
+		paths[i] = matches[0]
+	}
+	return paths, nil
 }

@@ -1,0 +1,167 @@
+package backwardpass_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
+)
+
+// cyrusFolder is the folder the Cyrus tests bind: one of the user's own,
+// which Cyrus lets the user delete and create again (it protects its
+// special-use folders, Archive among them).
+const cyrusFolder = "Filed"
+
+// cyrusBundle is a testBundle on Cyrus: cyrusFolder of a new user of srv
+// bound, holding n small messages. The bundle's Dovecot fields stay nil.
+type cyrusBundle struct {
+	*testBundle
+	srv  *cyrus.Server
+	user *cyrus.User
+}
+
+func setupCyrus(t testing.TB, srv *cyrus.Server, n int) *cyrusBundle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	t.Cleanup(cancel)
+	b := &cyrusBundle{
+		testBundle: &testBundle{ctx: ctx, pool: dbtest.Pool(t), tap: &wiretap.Recorder{},
+			logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		srv:  srv,
+		user: srv.NewUser(),
+	}
+	b.user.CreateFolder(cyrusFolder)
+	for i := range n {
+		b.user.Append(cyrusFolder, mailgen.Message(31, i, 600), time.Time{})
+	}
+	accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
+	require.NoError(t, err)
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	b.binding, _, _, err = mailstore.CommitBinding(ctx, tx, accountID, cyrusFolder, cyrusFolder, "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	b.conn, err = b.pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(b.conn.Release)
+	return b
+}
+
+// open opens a session over the plain listener, recorded by b.tap, and
+// closes it when the test ends.
+func (b *cyrusBundle) open(t testing.TB) *imapx.ReadSession {
+	t.Helper()
+	host, port, err := net.SplitHostPort(b.srv.Addr())
+	require.NoError(t, err)
+	portNum, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	password := b.user.Password()
+	s, err := imapx.OpenReadSession(b.ctx, imapx.Endpoint{
+		AccountID: "primary", Host: host, Port: portNum, Security: imapx.None, Username: b.user.Name(),
+		Password:                func(context.Context) ([]byte, error) { return []byte(password), nil },
+		AllowInsecureConnection: true, AllowClearTextOverUnencrypted: true,
+		Dial: b.tap.Dial(""),
+	}, imapx.SessionOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestCyrusCycleNarrowsAFolderLargerThanTheWindow is
+// TestCycleNarrowsAFolderLargerThanTheWindow on Cyrus: one cycle walks a
+// folder five times the window; from then on a quiet pass sends a command
+// or two after EXAMINE, and a flag change and an expunge far from any
+// window are seen by the next pass, asked with CHANGEDSINCE.
+func TestCyrusCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		opts []cyrus.Option // nil: the shared Cyrus, which offers QRESYNC
+		mode string
+	}{
+		"QResync":   {nil, "QRESYNC"},
+		"CondStore": {[]cyrus.Option{cyrus.WithoutCapabilities("QRESYNC")}, "CONDSTORE"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := cyrus.Shared(t)
+			if tc.opts != nil {
+				srv = cyrus.Start(t, tc.opts...)
+			}
+			b := setupCyrus(t, srv, 50)
+			sess := b.open(t)
+			b.storeAll(t, sess)
+
+			passes := b.passUntilCycleEnds(t, sess, 10, 15)
+			require.GreaterOrEqual(t, passes, 5, "no pass of 10 covers 50 messages")
+			require.NotNil(t, b.checkpoint(t).HighestModSeq)
+
+			b.tap.Reset()
+			quiet := b.open(t)
+			rep := b.pass(t, quiet, 10)
+			require.True(t, rep.Narrowed)
+			require.Equal(t, tc.mode, rep.Mode)
+			require.Zero(t, rep.Window, "nothing changed")
+			require.NoError(t, quiet.Close())
+			for i, n := range commandsAfterExamine(b.tap) {
+				require.LessOrEqual(t, n, 3, "connection %d: %v", i, b.tap.Conns()[i])
+			}
+			for _, l := range b.tap.Lines() {
+				require.False(t, wiretap.Forbidden(l), l)
+			}
+			require.Contains(t, b.tap.String(), "(CHANGEDSINCE ")
+
+			b.user.SetFlags(cyrusFolder, 37, []imap.Flag{imap.FlagFlagged}, nil)
+			b.user.Expunge(cyrusFolder, 23)
+			rep = b.pass(t, sess, 10)
+			require.True(t, rep.Narrowed)
+			require.Equal(t, 1, rep.Refreshed)
+			require.Equal(t, 1, rep.Tombstoned)
+			require.Equal(t, `\Flagged`, b.local(t, 37))
+			require.Equal(t, ` [tombstone]`, b.local(t, 23))
+			require.Equal(t, b.user.HighestModSeq(cyrusFolder), *b.checkpoint(t).HighestModSeq)
+		})
+	}
+}
+
+// TestCyrusCycleEndsWithTheUIDSpace is TestCycleEndsWithTheUIDSpace on
+// Cyrus: the folder recreated under another UIDVALIDITY drops the cycle in
+// progress and the recorded sequence, and the new UID space starts a
+// cycle of its own.
+func TestCyrusCycleEndsWithTheUIDSpace(t *testing.T) {
+	t.Parallel()
+	b := setupCyrus(t, cyrus.Shared(t), 30)
+	sess := b.open(t)
+	b.storeAll(t, sess)
+	require.Equal(t, "started", b.pass(t, sess, 10).Cycle)
+
+	validity := b.user.RecreateFolder(cyrusFolder)
+	for i := range 20 {
+		b.user.Append(cyrusFolder, mailgen.Message(31, 100+i, 600), time.Time{})
+	}
+	fresh := b.open(t)
+	b.storeAll(t, fresh)
+	cp := b.checkpoint(t)
+	require.Equal(t, validity, cp.UIDValidity)
+	require.Nil(t, cp.Cycle, "a cycle of the abandoned UID space is dropped with it")
+	require.Nil(t, cp.HighestModSeq)
+
+	rep := b.pass(t, fresh, 10)
+	require.False(t, rep.Narrowed)
+	require.Equal(t, "started", rep.Cycle)
+	b.passUntilCycleEnds(t, fresh, 10, 10)
+	require.NotNil(t, b.checkpoint(t).HighestModSeq)
+	require.Equal(t, b.user.HighestModSeq(cyrusFolder), *b.checkpoint(t).HighestModSeq)
+}
