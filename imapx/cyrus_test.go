@@ -205,7 +205,8 @@ func TestCyrusWatchOneFolderWithIdle(t *testing.T) {
 	require.True(t, s.CanIdle())
 
 	uid := b.user.Append("INBOX", message(1, 100), time.Time{})
-	require.NoError(t, s.WatchFolder(b.ctx, "INBOX"))
+	_, err = s.WatchFolder(b.ctx, "INBOX")
+	require.NoError(t, err)
 	changed, err := s.Wait(b.ctx, time.Second)
 	require.NoError(t, err)
 	require.Empty(t, changed, "a quiet renewal")
@@ -254,10 +255,13 @@ func TestCyrusCompressedFetchIsFaithful(t *testing.T) {
 		var rec recorder
 		ep := b.endpoint(imapx.None)
 		ep.Dial = rec.Dial(p.Addr())
-		ep.Compression = compress
+		ep.Compression = imapx.CompressionOff
+		if compress {
+			ep.Compression = imapx.CompressionOn
+		}
 		before := p.Stats().ServerToClient
 		s := b.open(ep)
-		require.Equal(t, compress, s.Compressed())
+		require.Equal(t, compress, s.Compression().InUse)
 		_, err := s.Examine(b.ctx, "INBOX")
 		require.NoError(t, err)
 		var got []imapx.Body

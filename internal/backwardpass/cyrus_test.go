@@ -103,6 +103,7 @@ func TestCyrusCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 			b := setupCyrus(t, srv, 50)
 			sess := b.open(t)
 			b.storeAll(t, sess)
+			b.storedBeforeSequences(t)
 
 			passes := b.passUntilCycleEnds(t, sess, 10, 15)
 			require.GreaterOrEqual(t, passes, 5, "no pass of 10 covers 50 messages")
@@ -138,30 +139,29 @@ func TestCyrusCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 
 // TestCyrusCycleEndsWithTheUIDSpace is TestCycleEndsWithTheUIDSpace on
 // Cyrus: the folder recreated under another UIDVALIDITY drops the cycle in
-// progress and the recorded sequence, and the new UID space starts a
-// cycle of its own.
+// progress, and the new UID space's first synchronization records a
+// sequence of its own. (Cyrus numbers sequences per user, not per folder,
+// so the new space's may be above the old one's.)
 func TestCyrusCycleEndsWithTheUIDSpace(t *testing.T) {
 	t.Parallel()
 	b := setupCyrus(t, cyrus.Shared(t), 30)
 	sess := b.open(t)
 	b.storeAll(t, sess)
+	b.storedBeforeSequences(t)
 	require.Equal(t, "started", b.pass(t, sess, 10).Cycle)
+	require.NotNil(t, b.checkpoint(t).Cycle)
 
 	validity := b.user.RecreateFolder(cyrusFolder)
 	for i := range 20 {
 		b.user.Append(cyrusFolder, mailgen.Message(31, 100+i, 600), time.Time{})
 	}
+	began := b.user.HighestModSeq(cyrusFolder)
 	fresh := b.open(t)
 	b.storeAll(t, fresh)
 	cp := b.checkpoint(t)
 	require.Equal(t, validity, cp.UIDValidity)
 	require.Nil(t, cp.Cycle, "a cycle of the abandoned UID space is dropped with it")
-	require.Nil(t, cp.HighestModSeq)
-
-	rep := b.pass(t, fresh, 10)
-	require.False(t, rep.Narrowed)
-	require.Equal(t, "started", rep.Cycle)
-	b.passUntilCycleEnds(t, fresh, 10, 10)
-	require.NotNil(t, b.checkpoint(t).HighestModSeq)
-	require.Equal(t, b.user.HighestModSeq(cyrusFolder), *b.checkpoint(t).HighestModSeq)
+	require.NotNil(t, cp.HighestModSeq)
+	require.Equal(t, began, *cp.HighestModSeq)
+	require.True(t, b.pass(t, fresh, 10).Narrowed)
 }
