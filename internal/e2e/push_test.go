@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -201,25 +200,7 @@ func idleCost(b *testing.B, mode string) {
 // descriptors.
 func imapConnections(t testing.TB, pid, port int) int {
 	t.Helper()
-	inodes := map[string]bool{}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	n, err := tcpConnections(pid, port)
 	require.NoError(t, err)
-	for _, fd := range fds {
-		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(target, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
-		}
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
-	require.NoError(t, err)
-	remote := fmt.Sprintf(":%04X", port)
-	n := 0
-	for _, l := range strings.Split(string(data), "\n")[1:] {
-		f := strings.Fields(l)
-		// local, remote, state (01 established), …, inode at index 9.
-		if len(f) > 9 && strings.HasSuffix(f[2], remote) && f[3] == "01" && inodes[f[9]] {
-			n++
-		}
-	}
 	return n
 }

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+)
+
+// quietWindow is how long TestPushQuietWindow watches a quiet account: 45 s
+// by default, MAILFATHOM_E2E_PUSH_QUIET_WINDOW (a Go duration) otherwise.
+func quietWindow(t testing.TB) time.Duration {
+	v := os.Getenv("MAILFATHOM_E2E_PUSH_QUIET_WINDOW")
+	if v == "" {
+		return 45 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	require.NoError(t, err, "MAILFATHOM_E2E_PUSH_QUIET_WINDOW")
+	return d
+}
+
+// TestPushQuietWindow: an account in push mode on a server that offers IDLE
+// but no NOTIFY, with a 30-minute interval and a 10-second degradation
+// period, watches its two folders one session each. Once its first sync is
+// done and nothing is delivered, the watch adds no schedule of its own:
+// over the quiet window at most one folder pass and one reconciliation
+// window are queued per folder, and Dovecot sees no login beyond one
+// capability check per degradation period. A delivery afterwards is still
+// stored within 5 s. The counts are logged for the record.
+func TestPushQuietWindow(t *testing.T) {
+	t.Parallel()
+	const period = 10 * time.Second
+	b, u := setupPush(t, dovecot.WithoutMailboxListIndex())
+	b.env["MAILFATHOM_SYNC_INTERVAL"] = "30m"
+	b.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "30m"
+	b.env["MAILFATHOM_SYNC_PUSH_DEGRADATION_PERIOD"] = period.String()
+	for i := range 10 {
+		u.Append("INBOX", mailgen.Message(7, i, 2000), time.Time{})
+		u.Append("Archive", mailgen.Message(8, i, 2000), time.Time{})
+	}
+	p := b.start(t, "serve")
+	deadline := time.Now().Add(time.Minute)
+	for len(b.stored(t, "pushed", "inbox")) < 10 || len(b.stored(t, "pushed", "archive")) < 10 ||
+		p.count("folder is now synchronized in push mode") < 2 || b.unfinishedUnits(t) > 0 {
+		require.True(t, time.Now().Before(deadline), "the first sync did not finish with both folders watched:\n%s\n%s",
+			b.describeJobs(t), tailLines(p.rawLog(), 30))
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	window := quietWindow(t)
+	logins := func() int { return strings.Count(b.server.Log(), loginLine+u.Name()+">") }
+	var lastJob int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM river_job`).Scan(&lastJob))
+	before := logins()
+	time.Sleep(window)
+	during := logins() - before
+
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT kind, args->>'alias', count(*) FROM river_job
+		WHERE id > $1 AND kind IN ('folder_pass', 'reconcile_window')
+		GROUP BY 1, 2 ORDER BY 1, 2`, lastJob)
+	require.NoError(t, err)
+	units := map[string]int{}
+	var summary []string
+	for rows.Next() {
+		var kind, alias string
+		var n int
+		require.NoError(t, rows.Scan(&kind, &alias, &n))
+		units[kind+" "+strings.ToLower(alias)] = n
+		summary = append(summary, kind+" "+strings.ToLower(alias)+"="+strconv.Itoa(n))
+	}
+	require.NoError(t, rows.Err())
+	t.Logf("quiet window of %v (degradation period %v): %d IMAP logins, units queued: %s",
+		window, period, during, strings.Join(summary, ", "))
+
+	for _, alias := range []string{"inbox", "archive"} {
+		require.LessOrEqual(t, units["folder_pass "+alias], 1, "folder passes of %s in the quiet window", alias)
+		require.LessOrEqual(t, units["reconcile_window "+alias], 1, "reconciliation windows of %s in the quiet window", alias)
+	}
+	require.LessOrEqual(t, during, int(window/period)+2, "IMAP logins in the quiet window")
+
+	start := time.Now()
+	u.Append("Archive", mailgen.Message(9, 1, 2000), time.Time{})
+	for len(b.stored(t, "pushed", "archive")) < 11 {
+		require.Less(t, time.Since(start), 5*time.Second, "a delivery after the quiet window was not stored in time:\n%s", tailLines(p.rawLog(), 30))
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("a delivery after the quiet window was stored %v after it was made", time.Since(start))
+	p.stop(t)
+}
+
+// unfinishedUnits counts the folder passes and reconciliation windows not
+// yet finished.
+func (b *testBundle) unfinishedUnits(t testing.TB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM river_job
+		WHERE kind IN ('folder_pass', 'reconcile_window') AND finalized_at IS NULL`).Scan(&n))
+	return n
+}
+
+// TestPushWatchesWhatTheLatestRunResolved: an account in push mode with
+// two folders; the first is deleted on the server and serve restarted.
+// `mailfathom status` then shows the other folder still in Push mode and
+// the alias that resolves to nothing in Polling, saying why it is not
+// watched.
+func TestPushWatchesWhatTheLatestRunResolved(t *testing.T) {
+	t.Parallel()
+	b, u := setupPush(t)
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "lists"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "Lists"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "INBOX"
+	u.CreateFolder("Lists")
+	p := b.start(t, "serve")
+	p.waitLog(t, subscribed, pushStoredBound)
+	p.stop(t)
+
+	u.DeleteFolder("Lists")
+	p = b.start(t, "serve-again")
+	status := func() string {
+		cmd := exec.Command(binary(t), "status")
+		cmd.Env = fromEnv(b.env)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	var out string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out = status()
+		if strings.Contains(out, "pushed/INBOX") && lineOf(out, "pushed/INBOX", "Push") && lineOf(out, "pushed/LISTS", "unresolved: FolderAliasUnresolved") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "status never showed INBOX pushed and LISTS unresolved:\n%s\n%s", out, tailLines(p.rawLog(), 30))
+		time.Sleep(time.Second)
+	}
+	t.Logf("mailfathom status:\n%s", out)
+	// And push still works for the folder that resolves.
+	b.deliverAndWait(t, u, "INBOX", "inbox", 1, 1)
+	p.stop(t)
+}
+
+// lineOf reports whether a line of out starting with prefix contains want.
+func lineOf(out, prefix, want string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) && strings.Contains(l, want) {
+			return true
+		}
+	}
+	return false
+}
