@@ -148,16 +148,18 @@ func (d Dependencies) embeddingOffer(client *river.Client[pgx.Tx], logger *slog.
 }
 
 // ensureEmbeddingBackfill makes sure, in tx, that an embedding backfill
-// walk is coming: when none is pending it schedules one after the backfill
-// interval. It never waits for the scheduling lock: a transaction holding
-// it is scheduling the same walk.
+// walk is coming: when none is waiting to run it schedules one after the
+// backfill interval. A step that is running does not count: it may have
+// read which messages await vectors before tx commits, and end its walk
+// without them. It never waits for the scheduling lock: a transaction
+// holding it is scheduling a walk that runs after tx has committed.
 func (d Dependencies) ensureEmbeddingBackfill(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]) error {
 	locked, err := jobqueue.TryLockScheduling(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, "")
 	if err != nil || !locked {
 		return err
 	}
-	pending, err := jobqueue.Pending(ctx, tx, jobs.EmbeddingBackfill{}.Kind(), "", 0)
-	if err != nil || pending {
+	waiting, err := jobqueue.Waiting(ctx, tx, jobs.EmbeddingBackfill{}.Kind())
+	if err != nil || waiting {
 		return err
 	}
 	_, err = client.InsertTx(ctx, tx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: d.Now().Add(d.Config.Backfill.Interval)})

@@ -101,8 +101,16 @@ func (w *EmbeddingBackfillWorker) Work(ctx context.Context, job *river.Job[jobs.
 			done = true
 		}
 		if !done {
-			if _, err := client.InsertTx(ctx, tx, next, &river.InsertOpts{ScheduledAt: at}); err != nil {
-				return fmt.Errorf("embedding backfill: schedule the next step: %w", err)
+			// A step a refused offer scheduled meanwhile walks from the
+			// start anyway: one chain at a time.
+			waiting, err := jobqueue.Waiting(ctx, tx, jobs.EmbeddingBackfill{}.Kind())
+			if err != nil {
+				return err
+			}
+			if !waiting {
+				if _, err := client.InsertTx(ctx, tx, next, &river.InsertOpts{ScheduledAt: at}); err != nil {
+					return fmt.Errorf("embedding backfill: schedule the next step: %w", err)
+				}
 			}
 		}
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

@@ -203,6 +203,35 @@ func TestEmbedding(t *testing.T) {
 		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
 	})
 
+	t.Run("AnOfferRefusedWhileAStepRunsIsWalkedAgain", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setupSync(t)
+		withEmbedding(t, b, "test-model", 0) // nothing drains the backlog
+		b.embedding.MaxBacklog = 1
+		client, err := jobqueue.NewInsertClient(b.pool)
+		require.NoError(t, err)
+		// An embed job no worker takes fills the backlog; a backfill step
+		// is running, having read which messages await vectors before the
+		// refused ones below were stored: it will find none and end its
+		// walk.
+		_, err = client.Insert(ctx, jobs.EmbedEmail{EmailIDs: []uuid.UUID{uuid.New()}}, nil)
+		require.NoError(t, err)
+		step, err := client.Insert(ctx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempted_at = now(), attempt = 1 WHERE id = $1`, step.Job.ID)
+		require.NoError(t, err)
+		for i := range 3 {
+			b.user.Append("INBOX", mailgen.Message(25, i, 1500), time.Now())
+		}
+		b.start(t)
+		b.waitIdle(t)
+		require.Equal(t, float64(3), counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "refused"))
+		var coming int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill' AND state IN ('available', 'scheduled')`).Scan(&coming))
+		require.Equal(t, 1, coming, "a running step does not stand for a walk of the refused offers; jobs:\n%s", b.jobHistory(t))
+	})
+
 	t.Run("AFullBacklogSnoozesTheBackfillRatherThanAddingRows", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()

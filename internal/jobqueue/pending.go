@@ -50,6 +50,23 @@ func Pending(ctx context.Context, tx pgx.Tx, kind, accountKey string, exclude in
 	return pending, nil
 }
 
+// Waiting reports whether a job of kind is waiting to run — available,
+// pending, retryable or scheduled —, leaving out one that is running. A
+// job that walks the database and is already running may have read it
+// before what the caller writes commits: it does not stand for a walk that
+// will see it.
+func Waiting(ctx context.Context, tx pgx.Tx, kind string) (bool, error) {
+	var waiting bool
+	err := tx.QueryRow(ctx, `
+		SELECT EXISTS (
+			SELECT 1 FROM river_job
+			WHERE kind = $1 AND state IN ('available', 'pending', 'retryable', 'scheduled'))`, kind).Scan(&waiting)
+	if err != nil {
+		return false, fmt.Errorf("jobqueue: look for a waiting %s job: %w", kind, err)
+	}
+	return waiting, nil
+}
+
 // PendingAccounts returns the normalized account_id arguments of every job
 // of kind that is available, pending, retryable, running or scheduled: the
 // accounts that have work of that kind coming.
