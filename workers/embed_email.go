@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -32,6 +33,24 @@ type EmbedEmailWorker struct {
 // pipeline's total timeout.
 func (w *EmbedEmailWorker) Timeout(*river.Job[jobs.EmbedEmail]) time.Duration {
 	return 30 * time.Minute
+}
+
+// maxEmbedRetryDelay bounds the wait before an embed job that failed is
+// attempted again: River's own schedule grows as the fourth power of the
+// attempt (81 s before the fourth, over four minutes before the fifth), so
+// a provider that came back after an outage would sit unused by the jobs
+// waiting for it. The provider's pipeline (its circuit breaker among
+// them) is what keeps retries from hammering one that is still down.
+const maxEmbedRetryDelay = 30 * time.Second
+
+// NextRetry implements river.Worker: River's schedule, capped at
+// maxEmbedRetryDelay and jittered below it.
+func (w *EmbedEmailWorker) NextRetry(job *river.Job[jobs.EmbedEmail]) time.Time {
+	d := time.Until((&river.DefaultClientRetryPolicy{}).NextRetry(job.JobRow))
+	if d > maxEmbedRetryDelay {
+		d = maxEmbedRetryDelay/2 + rand.N(maxEmbedRetryDelay/2)
+	}
+	return w.deps.Now().Add(d)
 }
 
 // Work implements river.Worker.
@@ -118,9 +137,10 @@ func embedJobs(ids []uuid.UUID, batch int) []river.InsertManyParams {
 
 // embeddingOffer returns the folder pass's offer (forwardpass.Limits.Offer),
 // or nil without an embedding profile. In the write group's own
-// transaction it counts the backlog's available embed jobs — one bounded
-// count — and inserts the group's embed jobs while it holds fewer than
-// MAX_BACKLOG; a full backlog refuses the offer at once, counts it, and
+// transaction it counts the backlog — the embed jobs waiting to run and
+// those waiting for a retry or running, since a provider that fails
+// leaves its jobs retrying rather than queued: one bounded count — and
+// inserts the group's embed jobs while it holds fewer than MAX_BACKLOG; a full backlog refuses the offer at once, counts it, and
 // makes sure an embedding backfill is coming to offer the messages later
 // (without waiting for a scheduling lock another transaction holds: that
 // one is scheduling it).
@@ -130,7 +150,7 @@ func (d Dependencies) embeddingOffer(client *river.Client[pgx.Tx], logger *slog.
 	}
 	cfg := d.Config.Embedding
 	return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
-		backlog, err := jobqueue.AvailableJobs(ctx, tx, jobs.QueueEmbeddings, jobs.EmbedEmail{}.Kind(), cfg.MaxBacklog)
+		backlog, err := jobqueue.OutstandingJobs(ctx, tx, jobs.EmbedEmail{}.Kind(), cfg.MaxBacklog)
 		if err != nil {
 			return err
 		}

@@ -232,6 +232,46 @@ func TestEmbedding(t *testing.T) {
 		require.Equal(t, 1, coming, "a running step does not stand for a walk of the refused offers; jobs:\n%s", b.jobHistory(t))
 	})
 
+	t.Run("TheBacklogBoundHoldsWhileTheProviderFails", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setupSync(t)
+		srv := withEmbedding(t, b, "test-model", 1)
+		srv.SetFault(embedtest.Fault{Kind: embedtest.ServerError})
+		b.embedding.MaxBacklog, b.embedding.BatchSize = 2, 1
+		b.env["MAILFATHOM_SYNC_MAX_METADATA_BATCH_SIZE"] = "1" // an offer per message
+		for i := range 2 {
+			b.user.Append("INBOX", mailgen.Message(26, i, 1500), time.Now())
+		}
+		b.embeddingsUnwaited = true
+		b.start(t)
+		b.waitIdle(t)
+		// The backlog's two jobs fail and wait for River's retry.
+		require.Eventually(t, func() bool {
+			var retrying int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email' AND state = 'retryable'`).Scan(&retrying))
+			return retrying == 2
+		}, time.Minute, 50*time.Millisecond, "jobs:\n%s", b.jobHistory(t))
+		for i := 2; i < 8; i++ {
+			b.user.Append("INBOX", mailgen.Message(26, i, 1500), time.Now())
+		}
+		b.runAgain(t)
+		require.Len(t, b.stored(t, "INBOX"), 8)
+		// Embed jobs waiting for a retry are the backlog as much as those
+		// waiting to run: the failing provider holds no more than the bound.
+		var outstanding int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email' AND finalized_at IS NULL`).Scan(&outstanding))
+		require.LessOrEqual(t, outstanding, 2, "jobs:\n%s", b.jobHistory(t))
+		require.GreaterOrEqual(t, counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "refused"), float64(6))
+
+		// The provider recovers: the retries and the backfill embed it all.
+		srv.SetFault(embedtest.Fault{})
+		require.Eventually(t, func() bool {
+			b.makeDue(t, "embedding_backfill")
+			return b.awaiting(t, "test-model") == 0
+		}, 2*time.Minute, 200*time.Millisecond, "jobs:\n%s", b.jobHistory(t))
+	})
+
 	t.Run("AFullBacklogSnoozesTheBackfillRatherThanAddingRows", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
