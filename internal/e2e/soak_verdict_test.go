@@ -1,0 +1,542 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Connection bounds the verdict holds the replicas to. Per account, both
+// replicas together: one listing, MAX_CONCURRENT_FOLDERS_PER_ACCOUNT (1)
+// folder unit, one write connection, and the watch — one subscription, or
+// one session per folder should the server decline it.
+func imapBound(a *soakAccount) int {
+	watch := 0
+	if a.id == "pushed" {
+		watch = len(a.folders)
+	}
+	return 1 + 1 + 1 + watch
+}
+
+// pgBound is the most PostgreSQL connections one replica may hold: its
+// pool — MAILFATHOM_DATABASE_MAX_CONNECTIONS (10), raised to what its
+// workers hold at once: an account run's connection per account worker
+// (MAX_CONCURRENT_ACCOUNTS, 4), two per folder worker (4), and 5 for River
+// and the liveness lock —, River's listener (a connection taken out of the
+// pool), and one connection of its own per account whose write connection
+// it holds (3).
+const pgBound = max(10, 4+2*4+5) + 1 + 3
+
+// storedOccurrence is one stored row of an account's folder.
+type storedOccurrence struct {
+	uidValidity uint32
+	uid         uint32
+	flags       []string
+	sha         []byte
+	served      bool
+}
+
+// stored reads every stored occurrence of a's alias (every generation of
+// its binding).
+func (s *soak) storedOf(ctx context.Context, a *soakAccount, alias string) ([]storedOccurrence, error) {
+	rows, err := s.b.pool.Query(ctx, `
+		SELECT e.uid_validity, e.uid, e.remote_flags, c.sha256,
+		       EXISTS (SELECT 1 FROM served_stored_emails v WHERE v.id = e.id)
+		FROM stored_emails e
+		JOIN mail_folders f ON f.id = e.mail_folder_id
+		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
+		LEFT JOIN email_message_contents c ON c.stored_email_id = e.id
+		WHERE a.account_key = $1 AND f.alias = upper($2)`, a.id, alias)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storedOccurrence
+	for rows.Next() {
+		var o storedOccurrence
+		var uv, uid int64
+		if err := rows.Scan(&uv, &uid, &o.flags, &o.sha, &o.served); err != nil {
+			return nil, err
+		}
+		o.uidValidity, o.uid = uint32(uv), uint32(uid)
+		slices.Sort(o.flags)
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+// mailboxDiffs compares every folder of every account with the server and
+// returns what differs, empty when the stored mail is exactly the
+// server's: every message the server holds served once per occurrence,
+// byte for byte, with the server's flags; every message it no longer holds
+// not served, and, for the account that erases local copies, not stored
+// at all.
+func (s *soak) mailboxDiffs(ctx context.Context) ([]string, int, error) {
+	var diffs []string
+	held := 0
+	for _, a := range s.accounts {
+		snap, err := s.snapshot(a)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, f := range a.folders {
+			sf := snap[f.alias]
+			rows, err := s.storedOf(ctx, a, f.alias)
+			if err != nil {
+				return nil, 0, err
+			}
+			where := a.id + "/" + f.alias
+			seen := map[uint32]int{}
+			for _, o := range rows {
+				onServer := o.uidValidity == sf.uidValidity
+				m, exists := sf.messages[o.uid]
+				onServer = onServer && exists
+				switch {
+				case o.served && !onServer:
+					diffs = append(diffs, fmt.Sprintf("%s: UID %d (UIDVALIDITY %d) is served but the server no longer holds it", where, o.uid, o.uidValidity))
+				case !o.served && onServer:
+					diffs = append(diffs, fmt.Sprintf("%s: UID %d is on the server but not served", where, o.uid))
+				case !o.served && a.erase && o.uidValidity == sf.uidValidity:
+					diffs = append(diffs, fmt.Sprintf("%s: UID %d left the server and is kept, on an account that erases local copies", where, o.uid))
+				}
+				if !onServer || !o.served {
+					continue
+				}
+				seen[o.uid]++
+				if len(o.sha) != sha256.Size || [sha256.Size]byte(o.sha) != m.sha {
+					diffs = append(diffs, fmt.Sprintf("%s: UID %d is stored with other bytes than the server's", where, o.uid))
+				}
+				if !slices.Equal(o.flags, m.flags) {
+					diffs = append(diffs, fmt.Sprintf("%s: UID %d has flags %v stored, %v on the server", where, o.uid, o.flags, m.flags))
+				}
+			}
+			for uid := range sf.messages {
+				held++
+				switch seen[uid] {
+				case 1:
+				case 0:
+					if !slices.ContainsFunc(rows, func(o storedOccurrence) bool { return o.uid == uid && o.uidValidity == sf.uidValidity }) {
+						diffs = append(diffs, fmt.Sprintf("%s: UID %d is on the server and not stored", where, uid))
+					}
+				default:
+					diffs = append(diffs, fmt.Sprintf("%s: UID %d is served %d times", where, uid, seen[uid]))
+				}
+			}
+		}
+	}
+	slices.Sort(diffs)
+	return diffs, held, nil
+}
+
+// verdict waits out the quiet period — until the stored mail equals the
+// server's, every change has ended and the queues have drained, or the
+// period's bound passes — and then judges the run. Every judgement is a
+// hard assertion; the figures are printed first.
+func (s *soak) verdict(bounds boundSamples, memory func() []memorySample) {
+	t := s.t
+	ctx := context.Background()
+	c := &s.counts
+	t.Logf("soak: seed %d, %v; delivered %d, outside flags %d, moves %d, expunges %d, folder recreations %d (outside errors %d); "+
+		"kills %d, Dovecot restarts %d, PostgreSQL restarts %d, cuts %d, stalls %d, provider 500 %d, provider hangs %d; "+
+		"changes asked %d (%d askings, %d failed)",
+		s.seed, s.duration, c.delivered.Load(), c.flagged.Load(), c.moved.Load(), c.expunged.Load(), c.recreated.Load(), c.outsideErrors.Load(),
+		c.kills.Load(), c.dovecotRestarts.Load(), c.pgRestarts.Load(), c.cuts.Load(), c.stalls.Load(), c.provider500.Load(), c.providerHangs.Load(),
+		len(s.changes), c.asks.Load(), c.askErrors.Load())
+	t.Logf("soak: %s", bounds)
+
+	for _, p := range s.replicas {
+		require.True(t, p != nil && p.running(), "both replicas serve at the end")
+	}
+	quietStart := time.Now()
+	quietBound := 2*time.Minute + s.duration/10
+	var diffs []string
+	var held int
+	var unsettled []string
+	for {
+		var err error
+		diffs, held, err = s.mailboxDiffs(ctx)
+		if err == nil {
+			unsettled, err = s.unsettled(ctx)
+		}
+		if err == nil && len(diffs) == 0 && len(unsettled) == 0 {
+			break
+		}
+		if time.Since(quietStart) > quietBound {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("soak: quiet period %v; the server holds %d messages in the configured folders", time.Since(quietStart).Round(time.Second), held)
+
+	outcomes := s.changeOutcomes(ctx)
+	t.Logf("soak: changes: %s", outcomes.summary)
+	jobs := s.jobSummary(ctx)
+	t.Logf("soak: jobs: %s", jobs)
+
+	s.keepLogs()
+	if len(diffs) > 0 {
+		t.Logf("soak: what MailFathom recorded of each difference:\n%s", s.explain(ctx, diffs))
+	}
+	mem := memory()
+	for _, m := range mem {
+		t.Logf("soak: serve-b at %s", m)
+	}
+	require.Empty(t, diffs, "the stored mail is exactly the server's")
+	require.Empty(t, unsettled, "every change ended and the queues drained")
+	require.Empty(t, outcomes.violations, "every change ended as asked, once")
+	for i, a := range s.accounts {
+		require.LessOrEqual(t, bounds.imap[a.id], imapBound(a), "IMAP connections of %s (through proxy %d)", a.id, i)
+	}
+	require.LessOrEqual(t, bounds.pg, pgBound, "PostgreSQL connections of one replica")
+	s.requireNoPanic()
+	s.requireMemory()
+	s.requireEmbedded(ctx)
+	s.requireProbeFound()
+}
+
+// unsettled lists what keeps the run from being quiet: changes not ended,
+// jobs waiting to run now, jobs waiting for a retry (the queues have not
+// drained while any does), jobs running past their time.
+func (s *soak) unsettled(ctx context.Context) ([]string, error) {
+	var out []string
+	rows, err := s.b.pool.Query(ctx, `SELECT mutation, state, stage, coalesce(failure_code, '') FROM mailbox_mutations WHERE state NOT IN ('Completed', 'DeadLettered')`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var kind, state, stage, code string
+		if err := rows.Scan(&kind, &state, &stage, &code); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("mutation %s %s at %s (%s)", kind, state, stage, code))
+	}
+	rows.Close()
+	rows, err = s.b.pool.Query(ctx, `
+		SELECT kind, state, attempt FROM river_job
+		WHERE (state = 'available' AND scheduled_at < now() - interval '30 seconds')
+		   OR state = 'retryable'
+		   OR (state = 'running' AND kind <> 'watch' AND attempted_at < now() - interval '10 minutes')`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, state string
+		var attempt int
+		if err := rows.Scan(&kind, &state, &attempt); err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("job %s %s attempt %d", kind, state, attempt))
+	}
+	return out, rows.Err()
+}
+
+// changeSummary is what became of the changes asked.
+type changeSummary struct {
+	summary    string
+	violations []string
+}
+
+// changeOutcomes judges every change asked: it ended completed or
+// dead-lettered with a code; asked several times under one request id it
+// is one change; completed, it is true on the server (unless the other
+// client raced it on purpose), and happened once.
+func (s *soak) changeOutcomes(ctx context.Context) changeSummary {
+	var out changeSummary
+	byOutcome := map[string]int{}
+	snaps := map[*soakAccount]map[string]serverFolder{}
+	for _, a := range s.accounts {
+		snap, err := s.snapshot(a)
+		if err != nil {
+			out.violations = append(out.violations, "snapshot: "+err.Error())
+			return out
+		}
+		snaps[a] = snap
+	}
+	// count returns how many messages with messageID alias holds.
+	count := func(a *soakAccount, alias, messageID string) int {
+		n := 0
+		for _, m := range snaps[a][alias].messages {
+			if m.messageID == messageID {
+				n++
+			}
+		}
+		return n
+	}
+	// touched reports whether the other client acted on messageID at any
+	// time: the stored copy a change was asked of may have been behind the
+	// server, so such a change raced the other client without meaning to.
+	touched := func(messageID string) bool {
+		s.eventMu.Lock()
+		defer s.eventMu.Unlock()
+		for _, e := range s.events {
+			if strings.Contains(e, " outside ") && !strings.Contains(e, "outside delivers") && strings.Contains(e, messageID) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, ch := range s.changes {
+		if !ch.racing && touched(ch.messageID) {
+			ch.racing = true
+		}
+		where := fmt.Sprintf("%s %s of %s/%s under %s via %v", ch.kind, ch.emailID, ch.account.id, ch.source, ch.requestID, ch.via)
+		if ids := slices.Compact(slices.Sorted(slices.Values(ch.mutationIDs))); len(ids) != 1 {
+			out.violations = append(out.violations, fmt.Sprintf("%s: asked %d times, answered %v", where, len(ch.mutationIDs), ch.mutationIDs))
+			continue
+		}
+		var state, code string
+		var unjoined bool
+		err := s.b.pool.QueryRow(ctx, `SELECT state, coalesce(failure_code, ''), placement_path IS NOT NULL AND placed_uid IS NULL AND state = 'Completed' AND mutation IN ('Relocate', 'Copy')
+			FROM mailbox_mutations WHERE id = $1`, ch.mutationIDs[0]).Scan(&state, &code, &unjoined)
+		if err != nil {
+			var stored bool
+			serr := s.b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stored_emails WHERE id = $1)`, ch.emailID).Scan(&stored)
+			if serr == nil && ch.account.erase && !stored {
+				// A record is removed with the email it describes, and an
+				// account that erases local copies erased this one: its
+				// own delete, or someone else's removal of the message.
+				byOutcome[ch.kind+" record erased with its email"]++
+				continue
+			}
+			out.violations = append(out.violations, fmt.Sprintf("%s: no record: %v", where, err))
+			continue
+		}
+		key := ch.kind + " " + state
+		if code != "" {
+			key += " " + code
+		}
+		if unjoined {
+			key += " unjoined"
+		}
+		if ch.racing {
+			key += " (raced)"
+		}
+		byOutcome[key]++
+		switch state {
+		case "Completed":
+		case "DeadLettered":
+			if code == "" {
+				out.violations = append(out.violations, where+": dead-lettered without a code")
+			}
+			continue
+		default:
+			out.violations = append(out.violations, fmt.Sprintf("%s: ended %s", where, state))
+			continue
+		}
+		inSource, inDest := count(ch.account, ch.source, ch.messageID), 0
+		if ch.dest != "" {
+			inDest = count(ch.account, ch.dest, ch.messageID)
+		}
+		if ch.racing {
+			// Its end state is the race's; it still happened at most once.
+			if inDest > 1 {
+				out.violations = append(out.violations, fmt.Sprintf("%s: raced, and the destination holds it %d times", where, inDest))
+			}
+			continue
+		}
+		var wrong string
+		switch ch.kind {
+		case "move":
+			if inSource != 0 || inDest != 1 {
+				wrong = "moved"
+			}
+		case "copy":
+			if inSource != 1 || inDest != 1 {
+				wrong = "copied once"
+			}
+		case "delete":
+			if inSource != 0 {
+				wrong = "deleted"
+			}
+		case "mark-read", "mark-unread":
+			want := ch.kind == "mark-read"
+			for _, m := range snaps[ch.account][ch.source].messages {
+				if m.messageID == ch.messageID && slices.Contains(m.flags, `\Seen`) != want {
+					wrong = "marked"
+				}
+			}
+			if inSource != 1 {
+				wrong = "kept in its folder"
+			}
+		}
+		if wrong != "" {
+			out.violations = append(out.violations, fmt.Sprintf("%s: completed, but the server shows it not %s (%d in the source, %d in the destination)", where, wrong, inSource, inDest))
+		}
+	}
+	var keys []string
+	for k, n := range byOutcome {
+		keys = append(keys, fmt.Sprintf("%s=%d", k, n))
+	}
+	slices.Sort(keys)
+	out.summary = strings.Join(keys, ", ")
+	return out
+}
+
+// jobSummary counts River's jobs by kind and state.
+func (s *soak) jobSummary(ctx context.Context) string {
+	rows, err := s.b.pool.Query(ctx, `SELECT kind, state, count(*), max(attempt) FROM river_job GROUP BY 1, 2 ORDER BY 1, 2`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var kind, state string
+		var n, attempt int
+		if rows.Scan(&kind, &state, &n, &attempt) == nil {
+			parts = append(parts, fmt.Sprintf("%s %s=%d (max attempt %d)", kind, state, n, attempt))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// requireNoPanic: no process of the run panicked or died of a fatal
+// runtime error.
+func (s *soak) requireNoPanic() {
+	for _, p := range s.procs {
+		log := p.rawLog()
+		for _, bad := range []string{"panic:", "fatal error:", "goroutine 1 ["} {
+			require.NotContains(s.t, log, bad, "%s's log", p.name)
+		}
+	}
+}
+
+// requireMemory: serve-b, never killed, ends within 20 % of its resident
+// set after the first sync.
+func (s *soak) requireMemory() {
+	p := s.replicas[1]
+	now, err := residentSet(p.pid())
+	require.NoError(s.t, err)
+	s.t.Logf("soak: %s resident set %d MiB after the first sync, %d MiB at the end", p.name, s.rssAfterFirstSync>>20, now>>20)
+	require.LessOrEqual(s.t, float64(now), 1.2*float64(s.rssAfterFirstSync), "%s's resident set at the end", p.name)
+}
+
+// requireEmbedded: every served message with passages has its vectors once
+// the provider is healthy again.
+func (s *soak) requireEmbedded(ctx context.Context) {
+	deadline := time.Now().Add(time.Minute)
+	for s.b.awaitingVectors(s.t, "test-model") > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+	}
+	require.Zero(s.t, s.b.awaitingVectors(s.t, "test-model"), "served messages with passages and no vectors")
+}
+
+// requireProbeFound: the probe message delivered near the end is found by
+// its phrase lexically and by meaning.
+func (s *soak) requireProbeFound() {
+	require.True(s.t, s.probeSent.Load(), "the probe message was delivered")
+	for _, mode := range []string{"lexical", "semantic"} {
+		cmd := exec.Command(s.bin, "search", "-mode", mode, s.probe)
+		cmd.Env = fromEnv(s.b.env)
+		out, err := cmd.CombinedOutput()
+		require.NoError(s.t, err, "%s", out)
+		require.Contains(s.t, string(out), probeSubject, "%s search for the probe", mode)
+	}
+	addr, ok := addrOf(s.replicas[0])
+	require.True(s.t, ok)
+	code, body := searchAPI(s.t, addr, s.uiUser, s.uiPass, url.Values{"q": {s.probe}, "mode": {"semantic"}})
+	require.Equal(s.t, 200, code, body)
+	require.Contains(s.t, body, probeSubject)
+}
+
+// residentSet returns a process's current resident set (VmRSS) in bytes.
+func residentSet(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for process %d", pid)
+}
+
+// keepLogs copies every process's log into MAILFATHOM_SOAK_LOG_DIR, when
+// it is set, so a run's logs outlive its temporary directory.
+func (s *soak) keepLogs() {
+	dir := os.Getenv("MAILFATHOM_SOAK_LOG_DIR")
+	if dir == "" {
+		return
+	}
+	require.NoError(s.t, os.MkdirAll(dir, 0o755))
+	for _, p := range s.procs {
+		require.NoError(s.t, os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.rawLog()), 0o644))
+	}
+	s.eventMu.Lock()
+	events := strings.Join(s.events, "\n")
+	s.eventMu.Unlock()
+	require.NoError(s.t, os.WriteFile(filepath.Join(dir, "events.log"), []byte(events), 0o644))
+	require.NoError(s.t, os.WriteFile(filepath.Join(dir, "dovecot.log"), []byte(s.b.server.Log()), 0o644))
+	s.t.Logf("soak: logs kept in %s", dir)
+}
+
+// explain describes, for each difference naming a UID, the stored rows of
+// that UID, the changes recorded against them and the folder's checkpoint.
+func (s *soak) explain(ctx context.Context, diffs []string) string {
+	var b strings.Builder
+	for _, d := range diffs {
+		var account, alias string
+		var uid int64
+		head, rest, ok := strings.Cut(d, ": UID ")
+		if !ok {
+			continue
+		}
+		account, alias, _ = strings.Cut(head, "/")
+		fmt.Sscanf(rest, "%d", &uid)
+		fmt.Fprintf(&b, "%s\n", d)
+		rows, err := s.b.pool.Query(ctx, `
+			SELECT e.id::text, f.generation, e.uid_validity, e.remote_flags, coalesce(e.remote_flags_observed_at::text, '-'),
+			       coalesce(e.remote_expunge_observed_at::text, '-'), coalesce(e.message_id, ''),
+			       coalesce((SELECT string_agg(m.mutation || ' ' || m.state || ' ' || m.stage || ' ' || coalesce(m.failure_code, '') ||
+			                 ' placed ' || coalesce(m.placed_uid::text, '-') || ' left ' || coalesce(m.source_left_observed_at::text, '-'), '; ')
+			                 FROM mailbox_mutations m WHERE m.stored_email_id = e.id), ''),
+			       coalesce(c.highest_modseq::text, '-'), coalesce(c.reconcile_cycle_modseq::text, '-'), coalesce(c.last_seen_uid::text, '-')
+			FROM stored_emails e
+			JOIN mail_folders f ON f.id = e.mail_folder_id
+			JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
+			LEFT JOIN synchronization_checkpoints c ON c.mail_folder_id = f.id
+			WHERE a.account_key = $1 AND f.alias = upper($2) AND e.uid = $3`, account, alias, uid)
+		if err != nil {
+			fmt.Fprintf(&b, "  %v\n", err)
+			continue
+		}
+		for rows.Next() {
+			var id, observed, expunged, messageID, mutations, modseq, cycle, lastSeen string
+			var generation int
+			var uv int64
+			var flags []string
+			if err := rows.Scan(&id, &generation, &uv, &flags, &observed, &expunged, &messageID, &mutations, &modseq, &cycle, &lastSeen); err != nil {
+				fmt.Fprintf(&b, "  %v\n", err)
+				break
+			}
+			fmt.Fprintf(&b, "  row %s generation %d UIDVALIDITY %d flags %v observed %s expunge observed %s message %s; mutations: %s; checkpoint highest_modseq %s cycle %s last_seen %s\n",
+				id, generation, uv, flags, observed, expunged, messageID, mutations, modseq, cycle, lastSeen)
+			s.eventMu.Lock()
+			for _, e := range s.events {
+				if messageID != "" && strings.Contains(e, messageID) {
+					fmt.Fprintf(&b, "    %s\n", e)
+				}
+			}
+			s.eventMu.Unlock()
+		}
+		rows.Close()
+	}
+	return b.String()
+}
