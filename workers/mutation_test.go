@@ -84,6 +84,7 @@ func setupMutationsWith(t *testing.T, srv *dovecot.Server,
 	b.owners = b.user.Append("INBOX", mailgen.Message(14, 9, 1200), when, imap.FlagDeleted)
 	b.start(t)
 	b.waitIdle(t)
+	require.Len(t, b.stored(t, "INBOX"), len(b.uids)+1, "the first sync stored INBOX; jobs:\n%s\nlogs:\n%s", b.jobHistory(t), b.logs.String())
 	return b
 }
 
