@@ -18,12 +18,18 @@ import (
 // quietWindow is how long TestPushQuietWindow watches a quiet account: 45 s
 // by default, MAILFATHOM_E2E_PUSH_QUIET_WINDOW (a Go duration) otherwise.
 func quietWindow(t testing.TB) time.Duration {
-	v := os.Getenv("MAILFATHOM_E2E_PUSH_QUIET_WINDOW")
+	return envDuration(t, "MAILFATHOM_E2E_PUSH_QUIET_WINDOW", 45*time.Second)
+}
+
+// envDuration reads the Go duration in the environment variable name, def
+// when it is unset, and fails the test when it does not parse.
+func envDuration(t testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
 	if v == "" {
-		return 45 * time.Second
+		return def
 	}
 	d, err := time.ParseDuration(v)
-	require.NoError(t, err, "MAILFATHOM_E2E_PUSH_QUIET_WINDOW")
+	require.NoError(t, err, name)
 	return d
 }
 

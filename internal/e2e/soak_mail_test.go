@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net"
 	"net/mail"
 	"slices"
 	"strings"
@@ -23,21 +22,8 @@ import (
 // fails the test from its goroutine: an operation that fails (Dovecot
 // restarting, say) is counted and skipped.
 
-// outside connects to Dovecot as u's owner.
-func (s *soak) outside(a *soakAccount) (*imapclient.Client, error) {
-	c, err := imapclient.DialTLS(s.b.server.TLSAddr(), &imapclient.Options{
-		Dialer:    &net.Dialer{Timeout: 5 * time.Second},
-		TLSConfig: s.b.server.TLSConfig(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Login(a.user.Name(), a.user.Password()).Wait(); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
+// outside connects to Dovecot as a's owner.
+func (s *soak) outside(a *soakAccount) (*imapclient.Client, error) { return a.user.DialTLS() }
 
 // withOutside runs f on a fresh connection of a's owner, bounded in time,
 // and counts its failure.

@@ -27,12 +27,7 @@ import (
 // MAILFATHOM_SOAK_SEED (an integer, default the clock) makes a run's
 // rhythm repeatable.
 func soakDuration(t testing.TB) time.Duration {
-	v := os.Getenv("MAILFATHOM_SOAK_DURATION")
-	if v == "" {
-		return 2 * time.Minute
-	}
-	d, err := time.ParseDuration(v)
-	require.NoError(t, err, "MAILFATHOM_SOAK_DURATION")
+	d := envDuration(t, "MAILFATHOM_SOAK_DURATION", 2*time.Minute)
 	require.GreaterOrEqual(t, d, time.Minute, "MAILFATHOM_SOAK_DURATION")
 	return d
 }

@@ -32,6 +32,13 @@ func (u *User) Dial() *imapclient.Client {
 	return c
 }
 
+// DialTLS is Dial for a goroutine other than the test's: it returns the
+// failure instead of failing the test, and leaves closing the client to
+// the caller. A test that acts as another mail client while the code
+// under test runs (the soak's) dials with it, and tolerates a server that
+// is restarting.
+func (u *User) DialTLS() (*imapclient.Client, error) { return u.dialTLS() }
+
 func (u *User) dialTLS() (*imapclient.Client, error) {
 	c, err := imapclient.DialTLS(u.srv.TLSAddr(), &imapclient.Options{
 		Dialer:    &net.Dialer{Timeout: dialTimeout},
