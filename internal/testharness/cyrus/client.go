@@ -76,9 +76,7 @@ func (u *User) withHelper(f func(c *imapclient.Client) error) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	in := u.srv.in
-	in.mu.Lock()
-	gen, running := in.generation, in.proc != nil
-	in.mu.Unlock()
+	gen, running := in.sup.Run()
 	if !running {
 		return errStopped
 	}
