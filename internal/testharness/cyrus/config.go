@@ -64,6 +64,9 @@ func (p configParams) serverName() string {
 // greeting is the part of the greeting that follows the capabilities.
 func (p configParams) greeting() string { return "] " + p.serverName() + " Cyrus IMAP " }
 
+// ownGreeting reports whether the greeting line is this instance's.
+func (p configParams) ownGreeting(line string) bool { return strings.Contains(line, p.greeting()) }
+
 // render returns the imapd.conf text.
 func (p configParams) render() string {
 	var b strings.Builder

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailbox/mailboxtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/testca"
 )
 
@@ -25,9 +26,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func message(n int) []byte {
-	return fmt.Appendf(nil, "From: a@example.org\r\nTo: b@example.org\r\nSubject: message %d\r\nMessage-ID: <m%d@mailfathom.test>\r\n\r\nBody of message %d.\r\n", n, n, n)
-}
+var message = mailboxtest.Message
 
 func capSet(t *testing.T, c *imapclient.Client) imap.CapSet {
 	t.Helper()
@@ -90,42 +89,9 @@ func TestStartAdvertisesExtensions(t *testing.T) {
 	require.NoError(t, c.Login(u.Name(), u.Password()).Wait())
 }
 
-func TestAppendThenFlags(t *testing.T) {
+func TestUserHelpers(t *testing.T) {
 	t.Parallel()
-	u := cyrus.Shared(t).NewUser()
-	date := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
-	uid := u.Append("INBOX", message(1), date, imap.FlagFlagged)
-	require.Equal(t, imap.UID(1), uid)
-	require.Equal(t, []imap.Flag{imap.FlagFlagged}, u.Flags("INBOX", uid))
-
-	u.SetFlags("INBOX", uid, []imap.Flag{imap.FlagSeen, "$Label1"}, []imap.Flag{imap.FlagFlagged})
-	require.ElementsMatch(t, []imap.Flag{imap.FlagSeen, "$Label1"}, u.Flags("INBOX", uid))
-
-	msg := u.Message("INBOX", uid)
-	require.True(t, msg.InternalDate.Equal(date), "%v", msg.InternalDate)
-	require.Equal(t, "m1@mailfathom.test", msg.Envelope.MessageID)
-	require.Equal(t, message(1), msg.FindBodySection(&imap.FetchItemBodySection{}))
-	require.Equal(t, []imap.UID{1}, u.UIDs("INBOX"))
-	require.Equal(t, imap.UID(2), u.UIDNext("INBOX"))
-	require.NotZero(t, u.HighestModSeq("INBOX"))
-}
-
-func TestFlagsReadsServerTruth(t *testing.T) {
-	t.Parallel()
-	u := cyrus.Shared(t).NewUser()
-	uid := u.Append("INBOX", message(1), time.Time{})
-	c := u.Dial()
-	_, err := c.Select("INBOX", nil).Wait()
-	require.NoError(t, err)
-
-	_, err = c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{{Peek: true}}}).Collect()
-	require.NoError(t, err)
-	require.Empty(t, u.Flags("INBOX", uid), "BODY.PEEK[] must not set \\Seen; \\Recent is left out")
-	require.Empty(t, u.Message("INBOX", uid).Flags, "reading through the helper changes nothing")
-
-	_, err = c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{{}}}).Collect()
-	require.NoError(t, err)
-	require.Contains(t, u.Flags("INBOX", uid), imap.FlagSeen, "BODY[] must set \\Seen")
+	mailboxtest.Run(t, func(t *testing.T) mailboxtest.User { return cyrus.Shared(t).NewUser() })
 }
 
 // TestAppendRefusals: what Cyrus refuses to store, all of which but the
@@ -156,31 +122,16 @@ func TestAppendRefusals(t *testing.T) {
 	require.Equal(t, "Subject: cafXX X\r\n\r\ncaf\xc3\xa9\r\n", string(u.Message("INBOX", uid).FindBodySection(&imap.FetchItemBodySection{})))
 }
 
-func TestFolderHelpers(t *testing.T) {
+// TestProtectedFolders: Cyrus refuses to delete INBOX and, by default,
+// the special-use folders.
+func TestProtectedFolders(t *testing.T) {
 	t.Parallel()
 	u := cyrus.Shared(t).NewUser()
-	u.CreateFolder("Work/Clients")
-	v1 := u.UIDValidity("Work/Clients")
-	for i := range 3 {
-		require.Equal(t, imap.UID(i+1), u.Append("Work/Clients", message(i), time.Time{}))
-	}
-	u.Expunge("Work/Clients", 2)
-	require.Equal(t, []imap.UID{1, 3}, u.UIDs("Work/Clients"))
-	require.Equal(t, imap.UID(4), u.UIDNext("Work/Clients"))
-
-	v2 := u.RecreateFolder("Work/Clients")
-	require.Greater(t, v2, v1)
-	require.Empty(t, u.UIDs("Work/Clients"))
-	require.Equal(t, imap.UID(1), u.Append("Work/Clients", message(9), time.Time{}))
-
-	u.DeleteFolder("Work/Clients")
-	_, err := u.Dial().Status("Work/Clients", &imap.StatusOptions{UIDValidity: true}).Wait()
-	require.Error(t, err)
-
-	// Cyrus protects INBOX and, by default, the special-use folders.
 	require.Error(t, u.TryDeleteFolder("INBOX"))
 	require.Error(t, u.TryDeleteFolder("Archive"))
 	require.Empty(t, u.UIDs("Archive"), "Archive is still there")
+	u.CreateFolder("Work")
+	require.NoError(t, u.TryDeleteFolder("Work"))
 }
 
 func TestSpecialUseFolders(t *testing.T) {

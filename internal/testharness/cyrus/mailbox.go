@@ -6,30 +6,19 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/mailbox"
 )
 
 // The helpers below change or read a user's mail through the user's helper
-// session, failing the test on any error. Mailbox-scoped ones SELECT (or,
-// when they only read, EXAMINE) the folder and UNSELECT it afterwards, so
-// the helper session never stays in a mailbox between calls.
+// session with the operations of package mailbox, failing the test on any
+// error. Mailbox-scoped ones SELECT (or, when they only read, EXAMINE) the
+// folder and UNSELECT it afterwards, so the helper session never stays in
+// a mailbox between calls. Cyrus reports the per-session \Recent flag in
+// FLAGS; Flags and Message leave it out.
 
-// flagRecent is IMAP4rev1's per-session \Recent flag, which go-imap v2
-// (IMAP4rev2) has no constant for. Cyrus reports it in FLAGS.
-const flagRecent imap.Flag = `\Recent`
-
-// inMailbox selects folder (read-only with examine), runs f and unselects.
-func (u *User) inMailbox(folder string, examine bool, f func(c *imapclient.Client) error) error {
-	return u.withHelper(func(c *imapclient.Client) error {
-		if _, err := c.Select(folder, &imap.SelectOptions{ReadOnly: examine}).Wait(); err != nil {
-			return fmt.Errorf("select %q: %w", folder, err)
-		}
-		err := f(c)
-		if uerr := c.Unselect().Wait(); err == nil && uerr != nil {
-			err = fmt.Errorf("unselect: %w", uerr)
-		}
-		return err
-	})
-}
+// owner is how the helpers reach u's mailbox: its helper session.
+func (u *User) owner() mailbox.Owner { return u.withHelper }
 
 func (u *User) check(err error, format string, args ...any) {
 	u.t.Helper()
@@ -53,26 +42,7 @@ func (u *User) Append(folder string, raw []byte, internalDate time.Time, flags .
 // TryAppend is Append returning the server's refusal, an *imap.Error,
 // instead of failing the test, for tests of what Cyrus refuses.
 func (u *User) TryAppend(folder string, raw []byte, internalDate time.Time, flags ...imap.Flag) (imap.UID, error) {
-	var uid imap.UID
-	err := u.withHelper(func(c *imapclient.Client) error {
-		cmd := c.Append(folder, int64(len(raw)), &imap.AppendOptions{Flags: flags, Time: internalDate})
-		if _, err := cmd.Write(raw); err != nil {
-			return err
-		}
-		if err := cmd.Close(); err != nil {
-			return err
-		}
-		data, err := cmd.Wait()
-		if err != nil {
-			return err
-		}
-		if data.UID == 0 {
-			return fmt.Errorf("server sent no APPENDUID")
-		}
-		uid = data.UID
-		return nil
-	})
-	return uid, err
+	return u.owner().Append(folder, raw, internalDate, flags...)
 }
 
 // SetFlags adds the flags add and then removes the flags remove on message
@@ -80,46 +50,21 @@ func (u *User) TryAppend(folder string, raw []byte, internalDate time.Time, flag
 // empty.
 func (u *User) SetFlags(folder string, uid imap.UID, add, remove []imap.Flag) {
 	u.t.Helper()
-	err := u.inMailbox(folder, false, func(c *imapclient.Client) error {
-		for _, st := range []struct {
-			op    imap.StoreFlagsOp
-			flags []imap.Flag
-		}{{imap.StoreFlagsAdd, add}, {imap.StoreFlagsDel, remove}} {
-			if len(st.flags) == 0 {
-				continue
-			}
-			if err := c.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: st.op, Silent: true, Flags: st.flags}, nil).Close(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	u.check(err, "set flags of UID %d in %q", uid, folder)
+	u.check(u.owner().SetFlags(folder, uid, add, remove), "set flags of UID %d in %q", uid, folder)
 }
 
 // Expunge marks the messages uids in folder \Deleted and expunges exactly
 // those (UID EXPUNGE), leaving other \Deleted messages alone.
 func (u *User) Expunge(folder string, uids ...imap.UID) {
 	u.t.Helper()
-	if len(uids) == 0 {
-		return
-	}
-	set := imap.UIDSetNum(uids...)
-	err := u.inMailbox(folder, false, func(c *imapclient.Client) error {
-		if err := c.Store(set, &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{imap.FlagDeleted}}, nil).Close(); err != nil {
-			return err
-		}
-		return c.UIDExpunge(set).Close()
-	})
-	u.check(err, "expunge %v from %q", uids, folder)
+	u.check(u.owner().Expunge(folder, uids...), "expunge %v from %q", uids, folder)
 }
 
 // CreateFolder creates folder, and any missing parents, with a new
 // UIDVALIDITY.
 func (u *User) CreateFolder(folder string) {
 	u.t.Helper()
-	err := u.withHelper(func(c *imapclient.Client) error { return c.Create(folder, nil).Wait() })
-	u.check(err, "create %q", folder)
+	u.check(u.owner().CreateFolder(folder), "create %q", folder)
 }
 
 // DeleteFolder deletes folder. Cyrus refuses to delete INBOX and, by its
@@ -132,7 +77,7 @@ func (u *User) DeleteFolder(folder string) {
 // TryDeleteFolder is DeleteFolder returning the server's refusal instead
 // of failing the test.
 func (u *User) TryDeleteFolder(folder string) error {
-	return u.withHelper(func(c *imapclient.Client) error { return c.Delete(folder).Wait() })
+	return u.owner().DeleteFolder(folder)
 }
 
 // RecreateFolder deletes folder and creates it again, empty, and returns
@@ -141,59 +86,40 @@ func (u *User) TryDeleteFolder(folder string) error {
 // DeleteFolder).
 func (u *User) RecreateFolder(folder string) uint32 {
 	u.t.Helper()
-	old := u.UIDValidity(folder)
-	u.DeleteFolder(folder)
-	u.CreateFolder(folder)
-	now := u.UIDValidity(folder)
-	if now == old {
-		u.t.Fatalf("cyrus: user %s: recreated %q kept UIDVALIDITY %d", u.name, folder, old)
-	}
-	return now
+	uidValidity, err := u.owner().RecreateFolder(folder)
+	u.check(err, "recreate %q", folder)
+	return uidValidity
 }
 
 // UIDValidity returns folder's UIDVALIDITY (STATUS).
 func (u *User) UIDValidity(folder string) uint32 {
 	u.t.Helper()
-	return u.status(folder, &imap.StatusOptions{UIDValidity: true}).UIDValidity
+	uidValidity, err := u.owner().UIDValidity(folder)
+	u.check(err, "status %q", folder)
+	return uidValidity
 }
 
 // UIDNext returns folder's UIDNEXT (STATUS).
 func (u *User) UIDNext(folder string) imap.UID {
 	u.t.Helper()
-	return u.status(folder, &imap.StatusOptions{UIDNext: true}).UIDNext
+	uidNext, err := u.owner().UIDNext(folder)
+	u.check(err, "status %q", folder)
+	return uidNext
 }
 
 // HighestModSeq returns folder's HIGHESTMODSEQ (STATUS).
 func (u *User) HighestModSeq(folder string) uint64 {
 	u.t.Helper()
-	return u.status(folder, &imap.StatusOptions{HighestModSeq: true}).HighestModSeq
-}
-
-func (u *User) status(folder string, opts *imap.StatusOptions) *imap.StatusData {
-	u.t.Helper()
-	var data *imap.StatusData
-	err := u.withHelper(func(c *imapclient.Client) error {
-		var err error
-		data, err = c.Status(folder, opts).Wait()
-		return err
-	})
+	modSeq, err := u.owner().HighestModSeq(folder)
 	u.check(err, "status %q", folder)
-	return data
+	return modSeq
 }
 
 // UIDs returns the UIDs of all messages in folder, ascending (EXAMINE, UID
 // SEARCH ALL).
 func (u *User) UIDs(folder string) []imap.UID {
 	u.t.Helper()
-	var uids []imap.UID
-	err := u.inMailbox(folder, true, func(c *imapclient.Client) error {
-		data, err := c.UIDSearch(&imap.SearchCriteria{}, nil).Wait()
-		if err != nil {
-			return err
-		}
-		uids = data.AllUIDs()
-		return nil
-	})
+	uids, err := u.owner().UIDs(folder)
 	u.check(err, "list UIDs of %q", folder)
 	return uids
 }
@@ -204,30 +130,9 @@ func (u *User) UIDs(folder string) []imap.UID {
 // such message.
 func (u *User) Flags(folder string, uid imap.UID) []imap.Flag {
 	u.t.Helper()
-	var flags []imap.Flag
-	err := u.inMailbox(folder, true, func(c *imapclient.Client) error {
-		msgs, err := c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, Flags: true}).Collect()
-		if err != nil {
-			return err
-		}
-		if len(msgs) != 1 {
-			return fmt.Errorf("no message with UID %d", uid)
-		}
-		flags = withoutRecent(msgs[0].Flags)
-		return nil
-	})
+	flags, err := u.owner().Flags(folder, uid)
 	u.check(err, "read flags of UID %d in %q", uid, folder)
 	return flags
-}
-
-func withoutRecent(flags []imap.Flag) []imap.Flag {
-	out := []imap.Flag{}
-	for _, f := range flags {
-		if f != flagRecent {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // Message returns message uid in folder as the server holds it: UID,
@@ -235,22 +140,7 @@ func withoutRecent(flags []imap.Flag) []imap.Flag {
 // raw message, fetched with BODY.PEEK[] so \Seen is not set.
 func (u *User) Message(folder string, uid imap.UID) *imapclient.FetchMessageBuffer {
 	u.t.Helper()
-	var msg *imapclient.FetchMessageBuffer
-	err := u.inMailbox(folder, true, func(c *imapclient.Client) error {
-		msgs, err := c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{
-			UID: true, Flags: true, InternalDate: true, RFC822Size: true, Envelope: true,
-			BodySection: []*imap.FetchItemBodySection{{Peek: true}},
-		}).Collect()
-		if err != nil {
-			return err
-		}
-		if len(msgs) != 1 {
-			return fmt.Errorf("no message with UID %d", uid)
-		}
-		msg = msgs[0]
-		msg.Flags = withoutRecent(msg.Flags)
-		return nil
-	})
+	msg, err := u.owner().Message(folder, uid)
 	u.check(err, "fetch UID %d in %q", uid, folder)
 	return msg
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/serverproc"
 )
 
 // TestPortTakenByAnotherProcess: a restart whose port another process
@@ -35,7 +37,7 @@ func TestPortTakenByAnotherProcess(t *testing.T) {
 	in.params.plainAddr, in.params.tlsAddr = "", ""
 	first := true
 	in.pickAddrs = func(hosts ...string) ([]string, error) {
-		addrs, err := freeAddrs(hosts...)
+		addrs, err := serverproc.FreeAddrs(hosts...)
 		if first && err == nil {
 			first = false
 			addrs[1] = taken
@@ -44,7 +46,7 @@ func TestPortTakenByAnotherProcess(t *testing.T) {
 	}
 	require.NoError(t, in.start(true))
 	require.NotEqual(t, taken, in.params.tlsAddr)
-	require.NoError(t, probe(t.Context(), in.params.plainAddr, in.params.greeting()))
+	require.NoError(t, serverproc.Probe(t.Context(), in.params.plainAddr, in.params.ownGreeting))
 }
 
 // TestSweepAbandonedDirectories: an instance directory whose test process

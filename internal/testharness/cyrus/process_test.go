@@ -2,12 +2,9 @@ package cyrus_test
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,11 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
+	"github.com/mailfathom/mailfathom/internal/testharness/nonroot"
 )
-
-// nonRootChildEnv marks the copy of this test binary that
-// TestRunsWithoutRoot starts as an unprivileged user.
-const nonRootChildEnv = "MAILFATHOM_CYRUS_NONROOT_CHILD"
 
 // TestRunsWithoutRoot checks the configuration for a test that is not
 // root, in which Cyrus runs as the current user and reads the packages a
@@ -29,7 +23,7 @@ const nonRootChildEnv = "MAILFATHOM_CYRUS_NONROOT_CHILD"
 // running a copy of this test binary as nobody.
 func TestRunsWithoutRoot(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 || os.Getenv(nonRootChildEnv) == "1" {
+	if os.Geteuid() != 0 || nonroot.Child() {
 		s := cyrus.Start(t)
 		u := s.AddUser("unprivileged", "pw")
 		uid := u.Append("INBOX", message(1), time.Time{}, imap.FlagSeen)
@@ -41,41 +35,7 @@ func TestRunsWithoutRoot(t *testing.T) {
 		return
 	}
 	cyrus.Shared(t) // unpacks the packages as root, if no run did yet
-
-	nobody, err := user.Lookup("nobody")
-	require.NoError(t, err)
-	uid, _ := strconv.Atoi(nobody.Uid)
-	gid, _ := strconv.Atoi(nobody.Gid)
-
-	// The go test build directory is private to root: run a copy.
-	dir, err := os.MkdirTemp("", "mfcyrus-nonroot-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	bin := filepath.Join(dir, "cyrus.test")
-	copyFile(t, exe, bin)
-
-	cmd := exec.Command(bin, "-test.run=^TestRunsWithoutRoot$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "TMPDIR=" + os.TempDir(), nonRootChildEnv + "=1"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "test run as nobody:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestRunsWithoutRoot")
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	require.NoError(t, err)
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(dst, src)
-	require.NoError(t, err)
-	require.NoError(t, dst.Close())
+	nonroot.Rerun(t)
 }
 
 // exitChildEnv marks the copy of this test binary that

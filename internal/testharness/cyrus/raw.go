@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/mailbox"
 )
 
 // rawConn is a line-level IMAP session for what go-imap cannot send or
@@ -27,7 +29,7 @@ const rawTimeout = 30 * time.Second
 var literal = regexp.MustCompile(`\{\d+\+?\}$`)
 
 func (u *User) dialRaw() (*rawConn, error) {
-	conn, err := net.DialTimeout("tcp", u.srv.Addr(), dialTimeout)
+	conn, err := net.DialTimeout("tcp", u.srv.Addr(), mailbox.DialTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/serverproc"
 	"github.com/mailfathom/mailfathom/internal/testharness/testca"
 )
 
@@ -40,15 +40,16 @@ type instance struct {
 	ca     *testca.Bundle
 	shared bool
 	// pickAddrs picks the listeners' addresses of a first start:
-	// freeAddrs, or a test's stand-in playing another process that takes
-	// a port first.
+	// serverproc.FreeAddrs, or a test's stand-in playing another process
+	// that takes a port first.
 	pickAddrs func(hosts ...string) ([]string, error)
 
-	mu         sync.Mutex
-	proc       *process
-	generation uint64 // incremented on every start; helper connections of older ones are stale
-	startup    time.Duration
-	users      map[string]bool
+	// sup runs master; its runs tell helper sessions of an earlier run,
+	// which are stale.
+	sup serverproc.Supervisor
+
+	mu    sync.Mutex // guards params, which a start writes, and users
+	users map[string]bool
 }
 
 // Start starts a Cyrus IMAP configured by opts for t and stops it,
@@ -70,7 +71,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("cyrus master output (%s):\n%s", in.params.logFile(), tail(readFileString(in.params.logFile()), 40))
+			t.Logf("cyrus master output (%s):\n%s", in.params.logFile(), in.logTail(40))
 		}
 		in.close()
 	})
@@ -98,7 +99,7 @@ func newInstance(logf func(string, ...any), o options) (*instance, error) {
 		ca:        ca,
 		users:     map[string]bool{},
 		params:    configParams{dir: dir, id: id, inst: inst, opts: o},
-		pickAddrs: freeAddrs,
+		pickAddrs: serverproc.FreeAddrs,
 	}
 	if err := in.prepare(); err != nil {
 		os.RemoveAll(dir)
@@ -134,23 +135,14 @@ func currentIdentity() (identity, error) {
 // ownerFile names, in an instance directory, the process that made it.
 const ownerFile = "owner"
 
-// makeDir creates the instance directory, world-traversable so Cyrus's
-// user reaches its files, after removing the directories of test
-// processes that have ended: a shared server's directory outlives a test
-// binary whose TestMain does not call StopShared. Its path must stay
-// short: the UNIX sockets live below it and sun_path holds 107 bytes.
+// makeDir creates the instance directory (serverproc.MakeDir) after
+// removing the directories of test processes that have ended: a shared
+// server's directory outlives a test binary whose TestMain does not call
+// StopShared.
 func makeDir() (string, error) {
-	parent := os.TempDir()
-	if len(parent) > 40 {
-		parent = "/tmp"
-	}
-	sweepAbandoned(parent)
-	dir, err := os.MkdirTemp(parent, "mfcyrus-")
+	sweepAbandoned(serverproc.DirParent())
+	dir, err := serverproc.MakeDir("mfcyrus-")
 	if err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		os.RemoveAll(dir)
 		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
@@ -249,61 +241,49 @@ func (in *instance) chown(path string) error {
 func (in *instance) start(newPorts bool) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	attempts := 1
-	if newPorts {
-		attempts = portAttempts
-	}
-	var err error
-	for range attempts {
+	return in.sup.Start(newPorts, func() (*serverproc.Process, error) {
 		if newPorts {
-			addrs, aerr := in.pickAddrs(Host, Host)
-			if aerr != nil {
-				return fmt.Errorf("pick free ports: %w", aerr)
+			addrs, err := in.pickAddrs(Host, Host)
+			if err != nil {
+				return nil, fmt.Errorf("pick free ports: %w", err)
 			}
 			in.params.plainAddr, in.params.tlsAddr = addrs[0], addrs[1]
 		}
-		if err = os.WriteFile(in.params.confFile(), []byte(in.params.render()), 0o644); err != nil {
-			return err
+		if err := os.WriteFile(in.params.confFile(), []byte(in.params.render()), 0o644); err != nil {
+			return nil, err
 		}
-		if err = os.WriteFile(in.params.masterFile(), []byte(in.params.renderMaster()), 0o644); err != nil {
-			return err
+		if err := os.WriteFile(in.params.masterFile(), []byte(in.params.renderMaster()), 0o644); err != nil {
+			return nil, err
 		}
 		// A restart appends to the same log; remember where this run starts.
-		logStart := len(readFileString(in.params.logFile()))
-		begin := time.Now()
-		var proc *process
-		proc, err = startProcess(in.params)
+		logStart := len(serverproc.ReadLog(in.params.logFile()))
+		proc, err := startProcess(in.params)
 		if err == nil {
-			in.proc = proc
-			in.generation++
-			in.startup = time.Since(begin)
-			return nil
+			return proc, nil
 		}
-		output := readFileString(in.params.logFile())
+		if bindFailed(proc, err) {
+			return nil, serverproc.PortTaken(err)
+		}
+		output := serverproc.ReadLog(in.params.logFile())
 		if logStart <= len(output) {
 			output = output[logStart:]
 		}
-		if (proc == nil || !proc.bindFailed()) && !strings.Contains(err.Error(), "another server answers") {
-			return fmt.Errorf("%w\nconfiguration: %s\noutput:\n%s", err, in.params.confFile(), tail(output, 30))
-		}
-	}
-	return fmt.Errorf("cyrus could not bind free ports in %d attempts: %w", attempts, err)
+		return nil, fmt.Errorf("%w\nconfiguration: %s\noutput:\n%s", err, in.params.confFile(), serverproc.Tail(output, 30))
+	})
 }
 
 // stop stops master if it runs.
-func (in *instance) stop() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.proc != nil {
-		in.proc.stop()
-		in.proc = nil
-	}
-}
+func (in *instance) stop() { in.sup.Stop() }
 
 // close stops master and removes the directory.
 func (in *instance) close() {
 	in.stop()
 	os.RemoveAll(in.params.dir)
+}
+
+// logTail returns the last lines of master's output.
+func (in *instance) logTail(lines int) string {
+	return serverproc.Tail(serverproc.ReadLog(in.params.logFile()), lines)
 }
 
 // For returns a view of s bound to t, typically a subtest of the test that
@@ -326,16 +306,10 @@ func (s *Server) TLSAddr() string { return s.in.params.tlsAddr }
 func (s *Server) Host() string { return Host }
 
 // Port returns the plain listener's port.
-func (s *Server) Port() int { return port(s.Addr()) }
+func (s *Server) Port() int { return serverproc.Port(s.Addr()) }
 
 // TLSPort returns the implicit-TLS listener's port.
-func (s *Server) TLSPort() int { return port(s.TLSAddr()) }
-
-func port(addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
+func (s *Server) TLSPort() int { return serverproc.Port(s.TLSAddr()) }
 
 // CA returns the server's certificate bundle: CertPool() trusts the root
 // that signed the certificate the server presents.
@@ -366,15 +340,11 @@ func (s *Server) LogPath() string { return s.in.params.logFile() }
 // error so far: fatal errors, such as a configuration it cannot read.
 // Cyrus logs everything else through syslog(3), which the harness does not
 // capture; what a client sent is in User.Sessions instead.
-func (s *Server) Log() string { return readFileString(s.LogPath()) }
+func (s *Server) Log() string { return serverproc.ReadLog(s.LogPath()) }
 
 // StartupTime returns how long the last start took, from exec to the first
 // greeting with idled ready.
-func (s *Server) StartupTime() time.Duration {
-	s.in.mu.Lock()
-	defer s.in.mu.Unlock()
-	return s.in.startup
-}
+func (s *Server) StartupTime() time.Duration { return s.in.sup.StartupTime() }
 
 // Stop stops Cyrus: master ends every process, so clients see their
 // connections close, and new connections are refused until Restart. Users

@@ -9,10 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/mailbox"
 )
 
 // usernameChars are the characters a username may contain: Cyrus lowers
@@ -37,10 +38,7 @@ type User struct {
 	srv      *Server
 	name     string
 	password string
-
-	mu         sync.Mutex
-	helper     *imapclient.Client
-	generation uint64 // server generation helper was started in
+	helper   *mailbox.Session
 }
 
 // AddUser creates the user name with password, usable for logins at once,
@@ -54,7 +52,8 @@ func (s *Server) AddUser(name, password string) *User {
 		s.t.Fatalf("cyrus: add user %q: %v", name, err)
 	}
 	u := &User{t: s.t, srv: s, name: name, password: password}
-	s.t.Cleanup(u.closeHelper)
+	u.helper = mailbox.NewSession(u.dialHelper)
+	s.t.Cleanup(u.helper.Close)
 	if err := u.withHelper(func(*imapclient.Client) error { return nil }); err != nil {
 		s.t.Fatalf("cyrus: add user %q: first login: %v", name, err)
 	}

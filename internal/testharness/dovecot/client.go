@@ -12,10 +12,9 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
-)
 
-// dialTimeout bounds connecting, the TLS handshake and the login of Dial.
-const dialTimeout = 10 * time.Second
+	"github.com/mailfathom/mailfathom/internal/testharness/mailbox"
+)
 
 // Dial returns a new client connected to TLSAddr and logged in as u with
 // the IMAP LOGIN command, closed in the cleanup of u's test. It is for
@@ -24,11 +23,11 @@ const dialTimeout = 10 * time.Second
 // WithAuthMechanisms lacking "plain", Dial fails.
 func (u *User) Dial() *imapclient.Client {
 	u.t.Helper()
-	c, err := u.dialTLS()
+	c, err := u.DialTLS()
 	if err != nil {
 		u.t.Fatalf("dovecot: user %s: dial: %v", u.name, err)
 	}
-	u.t.Cleanup(func() { closeClient(c) })
+	u.t.Cleanup(func() { mailbox.Close(c) })
 	return c
 }
 
@@ -37,35 +36,8 @@ func (u *User) Dial() *imapclient.Client {
 // the caller. A test that acts as another mail client while the code
 // under test runs (the soak's) dials with it, and tolerates a server that
 // is restarting.
-func (u *User) DialTLS() (*imapclient.Client, error) { return u.dialTLS() }
-
-func (u *User) dialTLS() (*imapclient.Client, error) {
-	c, err := imapclient.DialTLS(u.srv.TLSAddr(), &imapclient.Options{
-		Dialer:    &net.Dialer{Timeout: dialTimeout},
-		TLSConfig: u.srv.TLSConfig(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Login(u.name, u.password).Wait(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("login: %w", err)
-	}
-	return c, nil
-}
-
-// closeClient logs out, bounded in time, and closes c.
-func closeClient(c *imapclient.Client) {
-	done := make(chan struct{})
-	go func() {
-		_ = c.Logout().Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-	}
-	c.Close()
+func (u *User) DialTLS() (*imapclient.Client, error) {
+	return mailbox.DialTLS(u.srv.TLSAddr(), u.srv.TLSConfig(), u.name, u.password)
 }
 
 // helperConn is a pre-authenticated IMAP session: `doveadm exec imap -u
@@ -94,18 +66,20 @@ func doveadmPath(dovecotBinary string) string {
 	return "doveadm"
 }
 
-func (in *instance) dialHelper(user string) (*helperConn, error) {
+// dialHelper starts a helper connection for user and returns its client
+// and how to end it, for the Session of user's helpers.
+func (in *instance) dialHelper(user string) (*imapclient.Client, func(), error) {
 	// Pipes, not a socket pair: imap refuses a socket on stdin ("must not
 	// be started from inetd").
 	toImap, stdin, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stdout, fromImap, err := os.Pipe()
 	if err != nil {
 		toImap.Close()
 		stdin.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	defer toImap.Close()
 	defer fromImap.Close()
@@ -122,30 +96,30 @@ func (in *instance) dialHelper(user string) (*helperConn, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("start doveadm exec imap: %w", err)
+		return nil, nil, fmt.Errorf("start doveadm exec imap: %w", err)
 	}
 	h := &helperConn{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(h.exited)
 	}()
-	_ = conn.SetDeadline(time.Now().Add(dialTimeout))
+	_ = conn.SetDeadline(time.Now().Add(mailbox.DialTimeout))
 	h.client = imapclient.New(conn, nil)
 	if err := h.client.WaitGreeting(); err != nil {
 		h.close()
-		return nil, fmt.Errorf("doveadm exec imap: %w (see %s)", err, in.params.logFile())
+		return nil, nil, fmt.Errorf("doveadm exec imap: %w (see %s)", err, in.params.logFile())
 	}
 	_ = conn.SetDeadline(time.Time{})
 	if h.client.State() != imap.ConnStateAuthenticated {
 		h.close()
-		return nil, errors.New("doveadm exec imap: no PREAUTH greeting")
+		return nil, nil, errors.New("doveadm exec imap: no PREAUTH greeting")
 	}
-	return h, nil
+	return h.client, h.close, nil
 }
 
 // close ends the session and waits, bounded, for the imap process.
 func (h *helperConn) close() {
-	closeClient(h.client)
+	mailbox.Close(h.client)
 	select {
 	case <-h.exited:
 	case <-time.After(2 * time.Second):
@@ -154,48 +128,14 @@ func (h *helperConn) close() {
 	}
 }
 
-// withHelper runs f with u's helper session, starting one first when
+// withHelper runs f with u's helper connection, starting one first when
 // there is none, when it ended, or when the server restarted since.
 func (u *User) withHelper(f func(c *imapclient.Client) error) error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	in := u.srv.in
-	in.mu.Lock()
-	gen, running := in.generation, in.proc != nil
-	in.mu.Unlock()
+	run, running := u.srv.in.sup.Run()
 	if !running {
 		return errStopped
 	}
-	if u.helper != nil {
-		stale := u.generation != gen
-		select {
-		case <-u.helper.client.Closed():
-			stale = true
-		default:
-		}
-		if stale {
-			u.helper.close()
-			u.helper = nil
-		}
-	}
-	if u.helper == nil {
-		h, err := in.dialHelper(u.name)
-		if err != nil {
-			return err
-		}
-		u.helper, u.generation = h, gen
-	}
-	return f(u.helper.client)
-}
-
-// closeHelper ends the helper session, if any.
-func (u *User) closeHelper() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.helper != nil {
-		u.helper.close()
-		u.helper = nil
-	}
+	return u.helper.Do(run, f)
 }
 
 // pipeConn is a net.Conn over a pair of pipes, whose os.File deadlines

@@ -45,6 +45,9 @@ func (p configParams) usersDir() string { return filepath.Join(p.dir, "users") }
 func (p configParams) homeDir() string  { return filepath.Join(p.dir, "home") }
 func (p configParams) logFile() string  { return filepath.Join(p.dir, "dovecot.log") }
 
+// outputFile holds the master's standard output and error.
+func (p configParams) outputFile() string { return filepath.Join(p.dir, "dovecot.out") }
+
 // oauth2File is the oauth2 passdb's own configuration file (its args).
 func (p configParams) oauth2File() string { return filepath.Join(p.dir, "dovecot-oauth2.conf.ext") }
 

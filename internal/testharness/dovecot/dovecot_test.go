@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailbox/mailboxtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/testca"
 )
 
@@ -28,9 +29,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func message(n int) []byte {
-	return fmt.Appendf(nil, "From: a@example.org\r\nTo: b@example.org\r\nSubject: message %d\r\nMessage-ID: <m%d@mailfathom.test>\r\n\r\nBody of message %d.\r\n", n, n, n)
-}
+var message = mailboxtest.Message
 
 func capSet(t *testing.T, c *imapclient.Client) imap.CapSet {
 	t.Helper()
@@ -71,43 +70,25 @@ func TestStartAdvertisesExtensions(t *testing.T) {
 	require.NoError(t, c.Login(u.Name(), u.Password()).Wait())
 }
 
-func TestAppendThenFlags(t *testing.T) {
+func TestUserHelpers(t *testing.T) {
 	t.Parallel()
-	u := dovecot.Shared(t).NewUser()
-	date := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
-	uid := u.Append("INBOX", message(1), date, imap.FlagFlagged)
-	require.Equal(t, imap.UID(1), uid)
-	require.Equal(t, []imap.Flag{imap.FlagFlagged}, u.Flags("INBOX", uid))
-
-	u.SetFlags("INBOX", uid, []imap.Flag{imap.FlagSeen, "$Label1"}, []imap.Flag{imap.FlagFlagged})
-	flags := u.Flags("INBOX", uid)
-	require.ElementsMatch(t, []imap.Flag{imap.FlagSeen, "$Label1"}, flags)
-
-	msg := u.Message("INBOX", uid)
-	require.True(t, msg.InternalDate.Equal(date), "%v", msg.InternalDate)
-	require.Equal(t, "<m1@mailfathom.test>", "<"+msg.Envelope.MessageID+">")
-	require.Equal(t, message(1), msg.FindBodySection(&imap.FetchItemBodySection{}))
-	require.Equal(t, []imap.UID{1}, u.UIDs("INBOX"))
+	mailboxtest.Run(t, func(t *testing.T) mailboxtest.User { return dovecot.Shared(t).NewUser() })
 }
 
-func TestFlagsReadsServerTruth(t *testing.T) {
+func TestRenameFolderKeepsUIDs(t *testing.T) {
 	t.Parallel()
 	u := dovecot.Shared(t).NewUser()
-	uid := u.Append("INBOX", message(1), time.Time{})
-	c := u.Dial()
-	_, err := c.Select("INBOX", nil).Wait()
-	require.NoError(t, err)
+	u.CreateFolder("Work/Clients")
+	v1 := u.UIDValidity("Work/Clients")
+	for i := range 3 {
+		u.Append("Work/Clients", message(i), time.Time{})
+	}
+	u.Expunge("Work/Clients", 2)
 
-	_, err = c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{{Peek: true}}}).Collect()
-	require.NoError(t, err)
-	require.NotContains(t, u.Flags("INBOX", uid), imap.FlagSeen, "BODY.PEEK[] must not set \\Seen")
-	// Reading through the helper twice changes nothing either.
-	require.Empty(t, u.Flags("INBOX", uid))
-	require.Empty(t, u.Message("INBOX", uid).Flags)
-
-	_, err = c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{BodySection: []*imap.FetchItemBodySection{{}}}).Collect()
-	require.NoError(t, err)
-	require.Contains(t, u.Flags("INBOX", uid), imap.FlagSeen, "BODY[] must set \\Seen")
+	u.RenameFolder("Work", "Jobs")
+	require.Equal(t, v1, u.UIDValidity("Jobs/Clients"), "rename keeps UIDVALIDITY")
+	require.Equal(t, []imap.UID{1, 3}, u.UIDs("Jobs/Clients"))
+	require.NotEqual(t, v1, u.RecreateFolder("Jobs/Clients"))
 }
 
 func TestSeedMaildirAssignsUIDsInWriteOrder(t *testing.T) {
@@ -195,33 +176,6 @@ func TestWithoutMailboxListIndexDropsNOTIFY(t *testing.T) {
 	require.False(t, caps.Has("NOTIFY"), "%v", caps)
 	require.True(t, caps.Has(imap.CapIdle))
 	require.True(t, caps.Has(imap.CapQResync))
-}
-
-func TestFolderHelpers(t *testing.T) {
-	t.Parallel()
-	u := dovecot.Shared(t).NewUser()
-	u.CreateFolder("Work/Clients")
-	v1 := u.UIDValidity("Work/Clients")
-	for i := range 3 {
-		require.Equal(t, imap.UID(i+1), u.Append("Work/Clients", message(i), time.Time{}))
-	}
-	u.Expunge("Work/Clients", 2)
-	require.Equal(t, []imap.UID{1, 3}, u.UIDs("Work/Clients"))
-	require.Equal(t, imap.UID(4), u.UIDNext("Work/Clients"))
-
-	u.RenameFolder("Work", "Jobs")
-	require.Equal(t, v1, u.UIDValidity("Jobs/Clients"), "rename keeps UIDVALIDITY")
-	require.Equal(t, []imap.UID{1, 3}, u.UIDs("Jobs/Clients"))
-
-	v2 := u.RecreateFolder("Jobs/Clients")
-	require.NotEqual(t, v1, v2)
-	require.Empty(t, u.UIDs("Jobs/Clients"))
-	require.Equal(t, imap.UID(1), u.Append("Jobs/Clients", message(9), time.Time{}))
-
-	u.DeleteFolder("Jobs/Clients")
-	c := u.Dial()
-	_, err := c.Status("Jobs/Clients", &imap.StatusOptions{UIDValidity: true}).Wait()
-	require.Error(t, err)
 }
 
 func TestLoginDisabledOnlyFromAnotherAddress(t *testing.T) {

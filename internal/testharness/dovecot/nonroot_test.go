@@ -1,12 +1,8 @@
 package dovecot_test
 
 import (
-	"io"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -15,11 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/nonroot"
 )
-
-// nonRootChildEnv marks the copy of this test binary that
-// TestRunsWithoutRoot starts as an unprivileged user.
-const nonRootChildEnv = "MAILFATHOM_DOVECOT_NONROOT_CHILD"
 
 // TestRunsWithoutRoot checks the configuration for a test that is not
 // root, in which every Dovecot process runs as the current user: directly
@@ -27,7 +20,7 @@ const nonRootChildEnv = "MAILFATHOM_DOVECOT_NONROOT_CHILD"
 // binary as nobody.
 func TestRunsWithoutRoot(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 || os.Getenv(nonRootChildEnv) == "1" {
+	if os.Geteuid() != 0 || nonroot.Child() {
 		s := dovecot.Start(t)
 		u := s.AddUser("unprivileged", "pw")
 		uid := u.Append("INBOX", message(1), time.Time{}, imap.FlagSeen)
@@ -39,39 +32,5 @@ func TestRunsWithoutRoot(t *testing.T) {
 		require.Equal(t, uint32(os.Geteuid()), st.Sys().(*syscall.Stat_t).Uid)
 		return
 	}
-
-	nobody, err := user.Lookup("nobody")
-	require.NoError(t, err)
-	uid, _ := strconv.Atoi(nobody.Uid)
-	gid, _ := strconv.Atoi(nobody.Gid)
-
-	// The go test build directory is private to root: run a copy.
-	dir, err := os.MkdirTemp("", "mfdovecot-nonroot-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	bin := filepath.Join(dir, "dovecot.test")
-	copyFile(t, exe, bin)
-
-	cmd := exec.Command(bin, "-test.run=^TestRunsWithoutRoot$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "TMPDIR=" + os.TempDir(), nonRootChildEnv + "=1"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "test run as nobody:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestRunsWithoutRoot")
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	require.NoError(t, err)
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(dst, src)
-	require.NoError(t, err)
-	require.NoError(t, dst.Close())
+	nonroot.Rerun(t)
 }

@@ -88,7 +88,7 @@ func (u *User) SeedMaildir(folder string, msgs []SeedMessage) []imap.UID {
 	// do. Retry briefly rather than trust that.
 	var uids []imap.UID
 	for deadline := time.Now().Add(2 * time.Second); ; {
-		err = u.inMailbox(folder, true, func(c *imapclient.Client) error {
+		err = u.owner().Examine(folder, func(c *imapclient.Client) error {
 			data, err := c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{{imap.UIDRange{Start: uidNext, Stop: 0}}}}, nil).Wait()
 			if err != nil {
 				return err

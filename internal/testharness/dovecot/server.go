@@ -5,10 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mailfathom/mailfathom/internal/sysdeps"
+	"github.com/mailfathom/mailfathom/internal/testharness/serverproc"
 	"github.com/mailfathom/mailfathom/internal/testharness/testca"
 )
 
@@ -49,11 +48,12 @@ type instance struct {
 	ca     *testca.Bundle
 	shared bool
 
-	mu         sync.Mutex
-	proc       *process
-	generation uint64 // incremented on every start; helper connections of older ones are stale
-	startup    time.Duration
-	users      map[string]bool
+	// sup runs the master; its runs tell helper connections of an
+	// earlier run, which are stale.
+	sup serverproc.Supervisor
+
+	mu    sync.Mutex // guards params, which a start writes, and users
+	users map[string]bool
 
 	seedBase time.Time
 	seedSeq  atomic.Uint64
@@ -79,7 +79,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	s := &Server{t: t, in: in}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("dovecot log tail (%s):\n%s", in.params.logFile(), tail(readFileString(in.params.logFile()), 40))
+			t.Logf("dovecot log tail (%s):\n%s", in.params.logFile(), in.logTail(40))
 		}
 		in.close()
 	})
@@ -97,7 +97,7 @@ func newInstance(logf func(string, ...any), o options) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir()
+	dir, err := serverproc.MakeDir("mfdovecot-")
 	if err != nil {
 		return nil, err
 	}
@@ -126,25 +126,6 @@ func newInstance(logf func(string, ...any), o options) (*instance, error) {
 		return nil, err
 	}
 	return in, nil
-}
-
-// makeDir creates the instance directory, world-traversable so the
-// unprivileged mail and login users reach their files. Its path must stay
-// short: Dovecot's UNIX sockets live below it and sun_path holds 107 bytes.
-func makeDir() (string, error) {
-	parent := os.TempDir()
-	if len(parent) > 40 {
-		parent = "/tmp"
-	}
-	dir, err := os.MkdirTemp(parent, "mfdovecot-")
-	if err != nil {
-		return "", err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	return dir, nil
 }
 
 // prepare writes the TLS files and creates the users and home directories.
@@ -185,62 +166,50 @@ func (in *instance) start(newPorts bool) error {
 	if in.params.opts.noSTARTTLS {
 		plainHost = noSTARTTLSHost
 	}
-	attempts := 1
-	if newPorts {
-		attempts = portAttempts
-	}
-	var err error
-	for range attempts {
+	return in.sup.Start(newPorts, func() (*serverproc.Process, error) {
 		if newPorts {
-			addrs, aerr := freeAddrs(plainHost, Host)
-			if aerr != nil {
-				return fmt.Errorf("pick free ports: %w", aerr)
+			addrs, err := serverproc.FreeAddrs(plainHost, Host)
+			if err != nil {
+				return nil, fmt.Errorf("pick free ports: %w", err)
 			}
 			in.params.plainAddr, in.params.tlsAddr = addrs[0], addrs[1]
 		}
-		if err = os.WriteFile(in.conf, []byte(in.params.render()), 0o644); err != nil {
-			return err
+		if err := os.WriteFile(in.conf, []byte(in.params.render()), 0o644); err != nil {
+			return nil, err
 		}
 		// A restart appends to the same log; remember where this run starts.
-		logStart := len(readFileString(in.params.logFile()))
-		begin := time.Now()
-		var proc *process
-		proc, err = startProcess(in.binary, in.conf, in.params.dir, in.params.plainAddr, in.params.greeting())
+		logStart := len(serverproc.ReadLog(in.params.logFile()))
+		proc, err := startProcess(in.binary, in.conf, in.params.dir, in.params.outputFile(), in.params.plainAddr, in.params.greeting())
 		if err == nil {
-			in.proc = proc
-			in.generation++
-			in.startup = time.Since(begin)
-			return nil
+			return proc, nil
 		}
 		output := ""
 		if proc != nil {
-			output = readFileString(proc.output)
+			output = serverproc.ReadLog(in.params.outputFile())
 		}
-		logText := readFileString(in.params.logFile())
+		logText := serverproc.ReadLog(in.params.logFile())
 		if logStart <= len(logText) {
 			logText = logText[logStart:]
 		}
-		if !isBindError(output + logText) {
-			return fmt.Errorf("%w\nconfiguration: %s\noutput:\n%s\nlog:\n%s", err, in.conf, tail(output, 30), tail(logText, 30))
+		if isBindError(output + logText) {
+			return nil, serverproc.PortTaken(err)
 		}
-	}
-	return fmt.Errorf("dovecot could not bind free ports in %d attempts: %w", attempts, err)
+		return nil, fmt.Errorf("%w\nconfiguration: %s\noutput:\n%s\nlog:\n%s", err, in.conf, serverproc.Tail(output, 30), serverproc.Tail(logText, 30))
+	})
 }
 
 // stop stops the master if it runs.
-func (in *instance) stop() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.proc != nil {
-		in.proc.stop()
-		in.proc = nil
-	}
-}
+func (in *instance) stop() { in.sup.Stop() }
 
 // close stops the master and removes the directory.
 func (in *instance) close() {
 	in.stop()
 	os.RemoveAll(in.params.dir)
+}
+
+// logTail returns the last lines of Dovecot's log.
+func (in *instance) logTail(lines int) string {
+	return serverproc.Tail(serverproc.ReadLog(in.params.logFile()), lines)
 }
 
 // For returns a view of s bound to t, typically a subtest of the test that
@@ -264,16 +233,10 @@ func (s *Server) TLSAddr() string { return s.in.params.tlsAddr }
 func (s *Server) Host() string { return Host }
 
 // Port returns the plain listener's port.
-func (s *Server) Port() int { return port(s.Addr()) }
+func (s *Server) Port() int { return serverproc.Port(s.Addr()) }
 
 // TLSPort returns the implicit-TLS listener's port.
-func (s *Server) TLSPort() int { return port(s.TLSAddr()) }
-
-func port(addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
+func (s *Server) TLSPort() int { return serverproc.Port(s.TLSAddr()) }
 
 // CA returns the server's certificate bundle: CertPool() trusts the root
 // that signed Server, the certificate the server presents unless
@@ -298,7 +261,7 @@ func (s *Server) LogPath() string { return s.in.params.logFile() }
 // Log returns Dovecot's log so far. Dovecot writes it asynchronously
 // through its log process, so a line about an event that just happened may
 // not be there yet: use WaitLog for that.
-func (s *Server) Log() string { return readFileString(s.LogPath()) }
+func (s *Server) Log() string { return serverproc.ReadLog(s.LogPath()) }
 
 // LogWait is how long a test should let WaitLog wait for the line of an
 // event that has already happened. Dovecot's processes log through its log
@@ -319,7 +282,7 @@ func (s *Server) WaitLog(substr string, timeout time.Duration) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("dovecot: no log line containing %q after %v; log tail:\n%s", substr, timeout, tail(s.Log(), 20))
+			s.t.Fatalf("dovecot: no log line containing %q after %v; log tail:\n%s", substr, timeout, serverproc.Tail(s.Log(), 20))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -327,11 +290,7 @@ func (s *Server) WaitLog(substr string, timeout time.Duration) string {
 
 // StartupTime returns how long the last start took, from exec to the first
 // capability greeting.
-func (s *Server) StartupTime() time.Duration {
-	s.in.mu.Lock()
-	defer s.in.mu.Unlock()
-	return s.in.startup
-}
+func (s *Server) StartupTime() time.Duration { return s.in.sup.StartupTime() }
 
 // Stop stops Dovecot: every process gets SIGTERM, so clients see
 // "* BYE Server shutting down." and the connection close, and new

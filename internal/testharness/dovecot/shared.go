@@ -1,15 +1,12 @@
 package dovecot
 
 import (
-	"sync"
 	"testing"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/serverproc"
 )
 
-var shared struct {
-	mu  sync.Mutex
-	in  *instance
-	err error
-}
+var shared serverproc.Shared[*instance]
 
 // Shared returns a view for t of one Dovecot with the default options that
 // the whole test binary shares, starting it on first use. It saves the
@@ -28,24 +25,19 @@ var shared struct {
 // If the first start failed, every later call fails with the same error.
 func Shared(t testing.TB) *Server {
 	t.Helper()
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.in == nil && shared.err == nil {
+	in, err := shared.Get(func() (*instance, error) {
 		in, err := newInstance(t.Logf, defaultOptions())
-		if err != nil {
-			shared.err = err
-		} else {
+		if err == nil {
 			in.shared = true
-			shared.in = in
 		}
+		return in, err
+	})
+	if err != nil {
+		t.Fatalf("dovecot: shared server: %v", err)
 	}
-	if shared.err != nil {
-		t.Fatalf("dovecot: shared server: %v", shared.err)
-	}
-	in := shared.in
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("shared dovecot log tail (%s):\n%s", in.params.logFile(), tail(readFileString(in.params.logFile()), 40))
+			t.Logf("shared dovecot log tail (%s):\n%s", in.params.logFile(), in.logTail(40))
 		}
 	})
 	return &Server{t: t, in: in}
@@ -53,11 +45,4 @@ func Shared(t testing.TB) *Server {
 
 // StopShared stops the shared server, if one was started, and removes its
 // directory. Later calls to Shared start a new one.
-func StopShared() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.in != nil {
-		shared.in.close()
-	}
-	shared.in, shared.err = nil, nil
-}
+func StopShared() { shared.Stop((*instance).close) }

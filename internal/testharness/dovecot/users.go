@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/mailbox"
 )
 
 // usernameChars are the characters a username may contain: Dovecot's
@@ -38,10 +41,7 @@ type User struct {
 	name     string
 	password string
 	home     string
-
-	mu         sync.Mutex
-	helper     *helperConn
-	generation uint64 // server generation helper was started in
+	helper   *mailbox.Session
 }
 
 // AddUser creates the user name with password and an empty mailbox, usable
@@ -56,7 +56,8 @@ func (s *Server) AddUser(name, password string) *User {
 		s.t.Fatalf("dovecot: add user %q: %v", name, err)
 	}
 	u.t, u.srv = s.t, s
-	s.t.Cleanup(u.closeHelper)
+	u.helper = mailbox.NewSession(func() (*imapclient.Client, func(), error) { return s.in.dialHelper(name) })
+	s.t.Cleanup(u.helper.Close)
 	return u
 }
 
