@@ -150,6 +150,23 @@ func RecordPass(ctx context.Context, q Querier, accountKey, alias string, c Pass
 	return nil
 }
 
+// RecordExamined records uidNext, the UIDNEXT a forward pass of
+// accountKey's alias found when it examined the folder, as the alias's
+// latest; with the checkpoint it says how far a synchronization has got.
+// A pass that ended before its EXAMINE answered records nothing.
+func RecordExamined(ctx context.Context, q Querier, accountKey, alias string, uidNext uint32) error {
+	if uidNext == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `
+		INSERT INTO folder_states (account_key, alias, examined_uid_next) VALUES ($1, $2, $3)
+		ON CONFLICT (account_key, alias) DO UPDATE SET examined_uid_next = $3`,
+		accountKey, alias, int64(uidNext)); err != nil {
+		return fmt.Errorf("mailstore: record the examined folder: %w", err)
+	}
+	return nil
+}
+
 // Compression is what a forward pass decided about COMPRESS=DEFLATE on
 // its content connection, and why.
 type Compression struct {
@@ -188,6 +205,9 @@ type FolderState struct {
 	// alias to no folder, the identity of why (RecordResolutions); ""
 	// otherwise.
 	ResolutionFailure string
+	// ExaminedUIDNext is the UIDNEXT the latest pass found (RecordExamined);
+	// 0 before the first.
+	ExaminedUIDNext uint32
 }
 
 // RunStates returns every account's and folder alias's state.
@@ -203,7 +223,7 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 	rows, err = q.Query(ctx, `SELECT account_key, alias, stored, oversized, unreadable, excluded_by_date,
 		expunged_before_fetch, content_withheld, last_pass_at, last_success_at, last_failure_at,
 		coalesce(last_failure_identity, ''), coalesce(effective_mode, ''), compression_in_use, coalesce(compression_reason, ''),
-		coalesce(resolution_failure, '')
+		coalesce(resolution_failure, ''), coalesce(examined_uid_next, 0)
 		FROM folder_states ORDER BY account_key, alias`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
@@ -212,10 +232,12 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 		var f FolderState
 		var inUse *bool
 		var reason string
+		var uidNext int64
 		c := &f.Counts
 		err := r.Scan(&f.AccountKey, &f.Alias, &c.Stored, &c.Oversized, &c.Unreadable, &c.ExcludedByDate,
 			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode,
-			&inUse, &reason, &f.ResolutionFailure)
+			&inUse, &reason, &f.ResolutionFailure, &uidNext)
+		f.ExaminedUIDNext = uint32(uidNext)
 		if inUse != nil {
 			f.Compression = &Compression{InUse: *inUse, Reason: reason}
 		}

@@ -1,0 +1,5 @@
+ALTER TABLE folder_states DROP COLUMN examined_uid_next;
+DROP TABLE account_download_states;
+DROP TABLE account_downloads;
+DROP TABLE account_throttle_counts;
+DROP TABLE account_throttles;
