@@ -32,13 +32,18 @@ type AccountState struct {
 
 // BeginRun starts a run of accountKey at now, in tx. It settles the
 // previous run first — a failed one adds to the consecutive failures, one
-// that did not fail clears them — and returns the settled state.
+// that did not fail clears them, one its server throttled (ThrottleRun)
+// leaves them as they were — and returns the settled state.
 func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time) (AccountState, error) {
 	st, err := lockAccountState(ctx, tx, accountKey)
 	if err != nil {
 		return st, err
 	}
-	if st.RunStartedAt != nil {
+	var throttled bool
+	if err := tx.QueryRow(ctx, `SELECT run_throttled FROM account_states WHERE account_key = $1`, accountKey).Scan(&throttled); err != nil {
+		return st, fmt.Errorf("mailstore: begin a run: %w", err)
+	}
+	if st.RunStartedAt != nil && !throttled {
 		if st.RunFailed {
 			st.ConsecutiveFailures++
 		} else {
@@ -46,7 +51,7 @@ func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time) 
 		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE account_states
-		SET consecutive_failures = $2, run_started_at = $3, run_failed = false
+		SET consecutive_failures = $2, run_started_at = $3, run_failed = false, run_throttled = false
 		WHERE account_key = $1`, accountKey, st.ConsecutiveFailures, now); err != nil {
 		return st, fmt.Errorf("mailstore: begin a run: %w", err)
 	}
@@ -85,6 +90,18 @@ func ReadAccountState(ctx context.Context, q Querier, accountKey string) (Accoun
 		return AccountState{}, false, fmt.Errorf("mailstore: read the run state: %w", err)
 	}
 	return st, true, nil
+}
+
+// ThrottleRun records that the current run of accountKey was throttled
+// by its server before it scheduled anything: the run that begins next
+// does not settle it (see BeginRun). A run that already failed stays
+// failed.
+func ThrottleRun(ctx context.Context, q Querier, accountKey string) error {
+	if _, err := q.Exec(ctx, `UPDATE account_states SET run_throttled = true
+		WHERE account_key = $1 AND NOT run_failed`, accountKey); err != nil {
+		return fmt.Errorf("mailstore: record a throttled run: %w", err)
+	}
+	return nil
 }
 
 // FailRun records that the current run of accountKey failed, with the

@@ -61,6 +61,12 @@ CREATE TABLE account_download_states (
     needed_bytes bigint      NOT NULL DEFAULT 0
 );
 
+-- run_throttled: the account's current run was throttled before it
+-- scheduled anything, and waits as a snoozed job to begin again. The run
+-- that begins then does not settle it: a throttled run neither failed
+-- (consecutive_failures does not grow) nor succeeded (nor is it reset).
+ALTER TABLE account_states ADD COLUMN run_throttled boolean NOT NULL DEFAULT false;
+
 -- examined_uid_next: the UIDNEXT the latest forward pass of the alias
 -- found when it examined the folder, whether or not it walked the folder
 -- to its end, so status can say how far a first synchronization has got
