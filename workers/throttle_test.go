@@ -233,6 +233,51 @@ func TestThrottledAccountWaitsWithoutFailing(t *testing.T) {
 	})
 }
 
+// TestThrottledReconciliationWindowWaits: a server that throttles the
+// reconciliation window's EXAMINE leaves the window snoozed and the
+// account throttled, with no failed folder or run, while the pass before
+// it stored the folder. The window's session reaches a scripted server
+// (Dovecot cannot be made to throttle); the run and the pass read Dovecot.
+func TestThrottledReconciliationWindowWaits(t *testing.T) {
+	t.Parallel()
+	srv := imapscript.Start(t, func(c *imapscript.Conn) {
+		c.Greet("IMAP4rev1 SASL-IR AUTH=PLAIN")
+		tag, _, _, ok := c.Authenticate()
+		if !ok {
+			return
+		}
+		c.Send(tag + " OK [CAPABILITY IMAP4rev1] logged in")
+		c.ServeWith("IMAP4rev1", map[string]func(string){
+			"EXAMINE": func(tag string) { c.Send(tag + " NO [THROTTLED] Too many requests, slow down") },
+		})
+	})
+	b := setupSync(t)
+	seed(t, b.user, "INBOX", 3, 51)
+	b.editDeps = func(d *workers.Dependencies) {
+		d.OpenReconcileSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
+			ep.Host, ep.Port, ep.Security = srv.Host(), srv.Port(), imapx.None
+			ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
+			return imapx.OpenReconcileSession(ctx, ep, imapx.SessionOptions{})
+		}
+	}
+	b.start(t)
+	b.waitIdle(t)
+
+	require.Len(t, b.stored(t, "INBOX"), 3)
+	require.Equal(t, 1, srv.Connections(), "the window asked once; jobs:\n%s", b.jobHistory(t))
+	in, state := b.scheduledIn(t, "reconcile_window")
+	require.Equal(t, "scheduled", state, "the window waits, snoozed")
+	require.InDelta(t, time.Hour.Seconds(), in.Seconds(), 60)
+	st := b.accountState(t, "primary")
+	require.Zero(t, st.ConsecutiveFailures)
+	require.False(t, st.RunFailed)
+	acct := b.report(t).Accounts[0]
+	require.NotNil(t, acct.Throttled)
+	require.Equal(t, string(imapx.ThrottleThrottled), acct.Throttled.Reason)
+	require.Nil(t, acct.Folders[0].LastFailure)
+	require.NotContains(t, b.logs.String(), "slow down")
+}
+
 // TestDownloadBudgetSpreadsAFirstSynchronizationOverDays: an account whose
 // daily download budget is smaller than its mailbox stores, on its first
 // day, the messages the budget holds, in UID order, with the checkpoint
