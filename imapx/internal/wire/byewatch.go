@@ -111,9 +111,13 @@ func (w *ByeWatch) consume(seg []byte, ended bool) {
 	} else if w.bye && len(w.line) < maxByeLine {
 		w.line = append(w.line, seg[:min(len(seg), maxByeLine-len(w.line))]...)
 	}
-	w.tail = append(w.tail, seg...)
-	if len(w.tail) > maxTail {
-		w.tail = append(w.tail[:0], w.tail[len(w.tail)-maxTail:]...)
+	if len(seg) >= maxTail {
+		w.tail = append(w.tail[:0], seg[len(seg)-maxTail:]...)
+	} else {
+		w.tail = append(w.tail, seg...)
+		if len(w.tail) > maxTail {
+			w.tail = append(w.tail[:0], w.tail[len(w.tail)-maxTail:]...)
+		}
 	}
 	if !ended {
 		return
