@@ -34,9 +34,10 @@ import (
 var defaultPermitted = []sasl.Mechanism{sasl.Plain, sasl.Login}
 
 // authenticate logs c in as ep.Username over a connection that is
-// encrypted or not. A rejected credential is an *AuthenticationError; no
-// usable mechanism is a *sasl.MechanismUnavailableError; a token that could
-// not be obtained is a *TokenError.
+// encrypted or not. A rejected credential is an *AuthenticationError; a
+// refusal that throttles a *ThrottledError; no usable mechanism is a
+// *sasl.MechanismUnavailableError; a token that could not be obtained is a
+// *TokenError.
 func authenticate(ctx context.Context, c *imapclient.Client, ep Endpoint, encrypted bool) error {
 	caps := c.Caps()
 	if caps == nil {
@@ -146,7 +147,11 @@ func authenticateWithToken(ctx context.Context, c *imapclient.Client, ep Endpoin
 //     mechanism's grammar or is not base64, an iteration count out of
 //     range, a SCRAM protocol error, a credential the mechanism cannot
 //     carry: an *AuthenticationExchangeError;
-//   - a BAD: a *CommandError.
+//   - a BAD: a *CommandError;
+//   - a NO or BAD that throttles ([UNAVAILABLE], [LIMIT], [INUSE], a
+//     provider's "too many connections" or "request is throttled"): a
+//     *ThrottledError around a *CommandError, since the server has not
+//     judged the credential.
 func authenticationOutcome(mechanism string, err error) error {
 	if err == nil {
 		return nil
@@ -168,10 +173,16 @@ func authenticationOutcome(mechanism string, err error) error {
 		}
 		return &AuthenticationError{Mechanism: mechanism, Code: code}
 	case errors.As(err, &imapErr):
+		refused := &CommandError{Command: authCommand(mechanism), Status: string(imapErr.Type), Code: string(imapErr.Code)}
+		if t := wire.Throttling(string(imapErr.Type), string(imapErr.Code), imapErr.Text); t.Throttles() && !credentialCodes[imapErr.Code] {
+			// Not a verdict on the credential: the server will not
+			// check one now.
+			return throttled(t, refused)
+		}
 		if imapErr.Type == imap.StatusResponseTypeNo {
 			return &AuthenticationError{Mechanism: mechanism, Code: string(imapErr.Code)}
 		}
-		return &CommandError{Command: authCommand(mechanism), Status: string(imapErr.Type), Code: string(imapErr.Code)}
+		return refused
 	case errors.Is(err, sasl.ErrServerNotVerified), errors.Is(err, sasl.ErrServerSignatureMismatch):
 		// The server did not prove it knows the password: never use the
 		// session, never retry into a weaker mechanism.
@@ -186,6 +197,17 @@ func authenticationOutcome(mechanism string, err error) error {
 		return &AuthenticationExchangeError{Mechanism: mechanism, Err: err}
 	}
 	return &TransportError{Op: authCommand(mechanism), Err: err}
+}
+
+// credentialCodes are the response codes (RFC 5530 §3) by which a server
+// says it judged the credential: with one of them, a refusal is a
+// rejected credential whatever its text says.
+var credentialCodes = map[imap.ResponseCode]bool{
+	imap.ResponseCodeAuthenticationFailed: true,
+	imap.ResponseCodeAuthorizationFailed:  true,
+	imap.ResponseCodeExpired:              true,
+	imap.ResponseCodeContactAdmin:         true,
+	imap.ResponseCodePrivacyRequired:      true,
 }
 
 func authCommand(mechanism string) string {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/emersion/go-imap/v2"
-	"github.com/emersion/go-imap/v2/imapclient"
 
 	"github.com/mailfathom/mailfathom/imapx/internal/wire"
 )
@@ -70,7 +69,7 @@ func dialRead(ctx context.Context, ep Endpoint, opts SessionOptions) (*conn, ima
 	}
 	stream := wc.Detach()
 	greeting := strings.NewReader(preauthGreeting(caps))
-	cn.client = imapclient.New(&prefixConn{Conn: stream, r: io.MultiReader(greeting, stream)}, cn.clientOptions())
+	cn.attach(&prefixConn{Conn: stream, r: io.MultiReader(greeting, stream)})
 	if err := cn.client.WaitGreeting(); err != nil {
 		// The greeting is this package's own; only a connection that
 		// failed meanwhile gets here.

@@ -35,6 +35,24 @@ type conn struct {
 	// EXPUNGE command: another session removed messages from the open
 	// folder.
 	expunges atomic.Int64
+	// watch reads what go-imap reads for a BYE that throttles, which
+	// go-imap drops; nil before go-imap is attached.
+	watch *wire.ByeWatch
+}
+
+// byeThrottle returns what a BYE that throttles, read by go-imap on c,
+// said, and false when go-imap read none.
+func (c *conn) byeThrottle() (wire.Throttle, bool) {
+	if c.watch == nil {
+		return wire.Throttle{}, false
+	}
+	return c.watch.Throttle()
+}
+
+// attach puts a go-imap client on stream, behind a ByeWatch.
+func (c *conn) attach(stream net.Conn) {
+	c.watch = wire.WatchBye(stream)
+	c.client = imapclient.New(c.watch, c.clientOptions())
 }
 
 // kill marks the connection unusable and closes the socket without a word
@@ -155,7 +173,6 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 		cn.shutdown()
 	}()
 
-	clientOpts := cn.clientOptions()
 	tlsConfig := clientTLSConfig(ep)
 
 	var stream net.Conn
@@ -189,16 +206,23 @@ func dialVia(ctx context.Context, ep Endpoint, opts SessionOptions, h *handoff) 
 	// refuses; SCRAM's final response is empty. The fix applies only until
 	// authentication is done.
 	fix := sasl.FixEmptyResponses(stream)
-	cn.client = imapclient.New(fix, clientOpts)
+	cn.attach(fix)
 	if err := cn.client.WaitGreeting(); err != nil {
 		var imapErr *imap.Error
 		if errors.As(err, &imapErr) {
-			return nil, nil, &TransportError{Op: "greeting", Err: wire.ErrServerBye}
+			bye := &TransportError{Op: "greeting", Err: wire.ErrServerBye}
+			return nil, nil, throttled(wire.Throttling(string(imapErr.Type), string(imapErr.Code), imapErr.Text), bye)
 		}
 		return nil, nil, &TransportError{Op: "greeting", Err: err}
 	}
 	if cn.client.State() == imap.ConnStateNotAuthenticated {
 		if err := authenticate(ctx, cn.client, ep, cn.tls); err != nil {
+			// A server that ends the session with a BYE that throttles
+			// while the credential is being checked has not rejected it.
+			var lost *TransportError
+			if t, ok := cn.byeThrottle(); ok && errors.As(err, &lost) {
+				return nil, nil, throttled(t, &TransportError{Op: lost.Op, Err: wire.ErrServerBye})
+			}
 			return nil, nil, err
 		}
 	}
@@ -275,7 +299,7 @@ func negotiatePlain(ctx context.Context, raw net.Conn, security ConnectionSecuri
 	}
 	switch status {
 	case "BYE":
-		return nil, false, &TransportError{Op: "greeting", Err: wire.ErrServerBye}
+		return nil, false, throttled(wire.LineThrottle(greeting), &TransportError{Op: "greeting", Err: wire.ErrServerBye})
 	case "PREAUTH":
 		// STARTTLS is only possible before authentication.
 		if security == StartTLSRequired {

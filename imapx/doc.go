@@ -132,6 +132,14 @@
 //     ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
 //     ErrFolderListTooLarge, ErrMailboxFolderRecreated, ErrIncompleteAnswer,
 //     and anything else.
+//   - later (IsTransient false, RetryLater true): *ThrottledError, a
+//     server that refuses work for a while — an RFC 5530 code such as
+//     [UNAVAILABLE] or [LIMIT], [THROTTLED], or a provider's words for an
+//     exceeded limit (throttle.go) — in the greeting, in answer to the
+//     login or any command, or in a BYE that ends the session. It wraps the
+//     *CommandError or *TransportError the answer is besides, carries a
+//     fixed reason and the delay the server suggested, and is repeated by
+//     no retry layer: the caller schedules the next attempt.
 //   - neither: the caller's own context error, returned wrapped so that
 //     errors.Is(err, context.Canceled) and context.DeadlineExceeded hold.
 //

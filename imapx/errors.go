@@ -249,12 +249,15 @@ func (e *TransportError) Identity() string { return "MailboxConnectionLost" }
 // same text and cause). Everything else it returns (the caller's context
 // error, wrapped; ErrNoFolder; ErrProtocolViolation, wrapped; a refused
 // request) is already what this package returns, and passes unchanged.
+//
+// An answer that throttles (wire.Throttling) becomes a *ThrottledError
+// around the converted error.
 func fromWire(err error) error {
 	switch e := err.(type) {
 	case *wire.CommandError:
-		return &CommandError{Command: e.Command, Status: e.Status, Code: e.Code}
+		return throttled(e.Throttle, &CommandError{Command: e.Command, Status: e.Status, Code: e.Code})
 	case *wire.TransportError:
-		return &TransportError{Op: e.Op, Err: e.Err}
+		return throttled(e.Throttle, &TransportError{Op: e.Op, Err: e.Err})
 	}
 	return err
 }
@@ -306,8 +309,10 @@ var errInsecureSkipVerify = errors.New("imapx: TLS: a configuration that skips c
 // session's own CommandTimeout, or a response stream the client could not
 // parse (a desynchronized conversation).
 //
-// It is false for terminal failures (*AuthenticationError,
-// *AuthenticationExchangeError, *CommandError,
+// It is false for a server that throttles (*ThrottledError, whatever it
+// wraps: the server asked not to be asked again now), for terminal
+// failures (*AuthenticationError, *AuthenticationExchangeError,
+// *CommandError,
 // *TLSError, *TokenError, ErrStartTLSUnavailable, ErrLoginDisabled, ErrProtocolViolation,
 // ErrFolderListTooLarge, ErrMailboxFolderRecreated, ErrIncompleteAnswer), for
 // anything it does not recognize, and for the caller's own context
@@ -319,6 +324,7 @@ func IsTransient(err error) bool {
 		return false
 	}
 	var (
+		thrErr  *ThrottledError
 		authErr *AuthenticationError
 		exchErr *AuthenticationExchangeError
 		cmdErr  *CommandError
@@ -329,6 +335,8 @@ func IsTransient(err error) bool {
 		ne      net.Error
 	)
 	switch {
+	case errors.As(err, &thrErr):
+		return false
 	case errors.As(err, &authErr), errors.As(err, &exchErr), errors.As(err, &cmdErr), errors.As(err, &tlsErr), errors.As(err, &tokErr), errors.As(err, &imapErr):
 		return false
 	case errors.Is(err, ErrMailboxFolderRecreated), errors.Is(err, ErrFolderListTooLarge),
@@ -354,14 +362,29 @@ func IsTransient(err error) bool {
 // package's errors. A NO or BAD is a *CommandError and leaves the connection
 // usable; every other error from go-imap means its reader stopped (the
 // connection dropped, timed out or desynchronized), so it becomes a
-// transient *TransportError.
+// transient *TransportError. A NO or BAD that throttles is a
+// *ThrottledError around the *CommandError.
 func classify(command string, err error) (_ error, connectionLost bool) {
 	if err == nil {
 		return nil, false
 	}
 	var imapErr *imap.Error
 	if errors.As(err, &imapErr) {
-		return &CommandError{Command: command, Status: string(imapErr.Type), Code: string(imapErr.Code)}, false
+		cmd := &CommandError{Command: command, Status: string(imapErr.Type), Code: string(imapErr.Code)}
+		return throttled(wire.Throttling(string(imapErr.Type), string(imapErr.Code), imapErr.Text), cmd), false
 	}
 	return &TransportError{Op: command, Err: err}, true
+}
+
+// classify is the package's classify for a command of c: a connection that
+// ended after a BYE that throttles (see wire.ByeWatch) is a
+// *ThrottledError around a *TransportError with wire.ErrServerBye.
+func (c *conn) classify(command string, err error) (_ error, connectionLost bool) {
+	classified, lost := classify(command, err)
+	if lost {
+		if t, ok := c.byeThrottle(); ok {
+			return throttled(t, &TransportError{Op: command, Err: wire.ErrServerBye}), true
+		}
+	}
+	return classified, lost
 }

@@ -80,7 +80,9 @@ type FolderState struct {
 // *TLSError, a missing STARTTLS
 // ErrStartTLSUnavailable, a STARTTLS the server advertised but refused a
 // *CommandError, no usable login ErrLoginDisabled (all terminal); a network
-// failure, a BYE greeting or a timeout is a transient *TransportError.
+// failure, a BYE greeting or a timeout is a transient *TransportError. A
+// server that throttles — a BYE greeting, or a NO to the login, that says
+// so — is a *ThrottledError, never a rejected credential.
 func OpenReadSession(ctx context.Context, ep Endpoint, opts SessionOptions) (*ReadSession, error) {
 	s := &ReadSession{ep: ep, opts: opts, log: opts.logger()}
 	if err := s.connect(ctx); err != nil {
@@ -147,7 +149,7 @@ func (s *ReadSession) run(ctx context.Context, name string, f func(c *imapclient
 	if reason != nil {
 		return &TransportError{Op: name, Err: wire.ErrTimedOut}
 	}
-	classified, lost := classify(name, err)
+	classified, lost := cn.classify(name, err)
 	if lost {
 		cn.kill()
 	}

@@ -222,7 +222,7 @@ func (w *WriteConnection) runWithin(ctx context.Context, name string, timeout ti
 		}
 	default:
 		var lost bool
-		classified, lost = classify(name, err)
+		classified, lost = cn.classify(name, err)
 		if lost {
 			cn.kill()
 		}

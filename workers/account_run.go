@@ -73,9 +73,14 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		return nil
 	}
 
+	// An account its server throttles asks nothing until the throttle
+	// ends: the run waits as it is, neither failed nor begun.
+	key := config.AccountKey(account.ID)
+	if err := w.deps.waitOutThrottle(ctx, w.deps.Pool, key, logger); err != nil {
+		return err
+	}
 	// A run waits in the process for a free account slot, so a thousand
 	// due accounts do not each ask PostgreSQL for one over and over.
-	key := config.AccountKey(account.ID)
 	leave, err := w.deps.enterGate(ctx, key, "", runGatePatience)
 	if errors.Is(err, slots.ErrFull) {
 		return river.JobSnooze(w.deps.deferral())

@@ -28,13 +28,17 @@ type bindingUnit struct {
 // of accountID. It returns a nil unit and a nil error when there is nothing
 // to do (the account is no longer configured, synchronization is disabled,
 // the alias has no binding yet), and river.JobSnooze when a concurrency
-// bound is reached. The caller defers unit.release.
+// bound is reached or the account's server throttles it. The caller defers
+// unit.release.
 func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountID, alias string, logger *slog.Logger) (*bindingUnit, error) {
 	cfg := d.Config
 	account, ok := cfg.Account(accountID)
 	if !ok || !cfg.Sync.Enabled {
 		logger.InfoContext(ctx, "skipped: the account is no longer configured or synchronization is disabled")
 		return nil, nil
+	}
+	if err := d.waitOutThrottle(ctx, d.Pool, config.AccountKey(account.ID), logger); err != nil {
+		return nil, err
 	}
 	leave, err := d.enterGate(ctx, config.AccountKey(account.ID), alias, gatePatience)
 	if errors.Is(err, slots.ErrFull) {

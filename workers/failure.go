@@ -64,6 +64,10 @@ func (d Disposition) String() string {
 //     losing them.
 //   - A folder recreated under the unit is retried: the next attempt starts
 //     the folder over from an empty checkpoint.
+//   - A server that throttles the account (*imapx.ThrottledError) declares
+//     itself worth attempting later: Retry. The account run, folder pass
+//     and reconciliation window never get that far: the middleware records
+//     the throttle and snoozes them first (failurePolicy.throttle).
 //   - A persistence conflict another run won is a deferral: Defer.
 //   - Anything else — a rejected credential, a refused certificate or
 //     command, an unrecognized failure — is permanent: Cancel. Repeating an
@@ -136,6 +140,8 @@ type failureMiddleware struct {
 	logger *slog.Logger
 	// deferral draws the snooze of a deferred job.
 	deferral func() time.Duration
+	// now is the clock.
+	now func() time.Time
 	// policies are what a failure of each job kind means beyond River.
 	policies map[string]failurePolicy
 }
@@ -154,6 +160,11 @@ type failurePolicy struct {
 	// before River records it; a reaction that fails leaves the job to
 	// River's retry.
 	afterCancel func(ctx context.Context, job *rivertype.JobRow, err error) error
+	// throttle, when set, takes a server's throttling answer before it is
+	// classified: it records the account's throttle and returns it, and
+	// the job snoozes until it ends, counted as no failure. One that
+	// fails leaves the job to River's retry.
+	throttle func(ctx context.Context, job *rivertype.JobRow, err *imapx.ThrottledError) (mailstore.Throttle, error)
 }
 
 var _ rivertype.WorkerMiddleware = (*failureMiddleware)(nil)
@@ -171,12 +182,21 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 	}
 	logger := jobqueue.Logger(ctx, m.logger)
 	identity := FailureIdentity(err)
+	policy := m.policies[job.Kind]
+	if th, ok := imapx.AsThrottled(err); ok && policy.throttle != nil {
+		recorded, rerr := policy.throttle(ctx, job, th)
+		if rerr == nil {
+			return m.throttleSnooze(ctx, recorded, th)
+		}
+		logger.WarnContext(ctx, "the mail server throttles the account, and the throttle could not be recorded; River retries the job",
+			slog.String("failure", identity), slog.String("error", rerr.Error()))
+		return errors.Join(err, rerr)
+	}
 	disposition := ClassifyFailure(err)
 	if disposition == Defer {
 		logger.InfoContext(ctx, "deferred: another run got there first or a concurrency bound is reached", slog.String("failure", identity))
 		return river.JobSnooze(m.deferral())
 	}
-	policy := m.policies[job.Kind]
 	if policy.record != nil {
 		if rerr := policy.record(ctx, job, identity); rerr != nil {
 			// Not recorded: River attempts the job again rather than

@@ -23,7 +23,9 @@ import (
 // A pass is bounded by MaxMetadataBatchesPerRun; one that leaves work behind
 // snoozes itself to run again at once, behind whatever else is queued, so a
 // large folder keeps advancing without holding a worker slot for hours and
-// without waiting out the interval.
+// without waiting out the interval. A pass that stopped at the account's
+// daily download budget snoozes until the budget's window has room again
+// (download.go).
 type FolderPassWorker struct {
 	river.WorkerDefaults[jobs.FolderPass]
 	deps Dependencies
@@ -52,6 +54,14 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	defer unit.release()
 	account, conn, binding := unit.account, unit.conn, unit.binding
 	key := config.AccountKey(account.ID)
+
+	// With a daily download budget, the pass claims its allowance before
+	// it asks the server for anything, and waits when none is left.
+	download, err := w.deps.claimDownload(ctx, conn, account, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = download.settle(ctx, conn, 0, 0, logger) }()
 
 	// A change the mail server reported before this pass reads the folder
 	// is covered by this pass.
@@ -86,7 +96,8 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 				jobs.ReconcileWindow{AccountID: account.ID, Alias: binding.Alias}, nil)
 			return err
 		},
-		Offer: w.deps.embeddingOffer(river.ClientFromContext[pgx.Tx](ctx), logger),
+		Offer:            w.deps.embeddingOffer(river.ClientFromContext[pgx.Tx](ctx), logger),
+		MaxDownloadBytes: download.allowance(),
 	}, logger)
 	compression := sess.Compression()
 	closeErr := sess.Close()
@@ -106,10 +117,25 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 			err = rerr
 		}
 	}
+	if rerr := mailstore.RecordExamined(context.WithoutCancel(ctx), conn, key, binding.Alias, rep.Observed.UIDNext); rerr != nil && err == nil {
+		err = rerr
+	}
+	var needed int64
+	if rep.BudgetReached {
+		needed = rep.NextMessageBytes
+	}
+	pause := download.settle(ctx, conn, rep.RequestedBytes, needed, logger)
 	if err != nil {
 		return err
 	}
 	_ = closeErr // everything the pass read is committed; a failed logout changes nothing
+	// The server answered the whole pass: throttles in a row start over.
+	if rerr := mailstore.ResetThrottles(ctx, conn, key); rerr != nil {
+		return rerr
+	}
+	if pause != nil {
+		return pause
+	}
 	if rep.More {
 		return river.JobSnooze(0)
 	}
@@ -163,6 +189,10 @@ func logReport(ctx context.Context, logger *slog.Logger, rep forwardpass.Report,
 	}
 	if rep.ProgressReset {
 		attrs = append(attrs, slog.Bool("progress_reset", true))
+	}
+	if rep.BudgetReached {
+		attrs = append(attrs, slog.Bool("download_budget_reached", true), slog.Int64("requested_bytes", rep.RequestedBytes),
+			slog.Int64("next_message_bytes", rep.NextMessageBytes))
 	}
 	if rep.Cycle != "" {
 		attrs = append(attrs, slog.String("cycle", rep.Cycle))

@@ -53,8 +53,9 @@ const RestartGrace = time.Minute
 // synchronization: an operator asking for work now. Every configured
 // account's failed runs are forgotten and its next run becomes due at once
 // — or, when its last run started less than RestartGrace ago, once that
-// has passed — whether it was waiting out its interval, its backoff or a
-// retry, or had no run at all. It returns how many accounts it made due.
+// has passed, and when its server throttles it, once the throttle ends —
+// whether it was waiting out its interval, its backoff or a retry, or had
+// no run at all. It returns how many accounts it made due.
 // An account removed from the configuration ends its own runs.
 func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *river.Client[pgx.Tx]) (int, error) {
 	if !deps.Config.Sync.Enabled {
@@ -78,6 +79,13 @@ func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *
 			at := deps.Now()
 			if started != nil && at.Sub(*started) < RestartGrace {
 				at = started.Add(RestartGrace)
+			}
+			// A throttle outlives the process: a start does not make the
+			// account ask its server sooner than it was told to.
+			if th, throttled, err := mailstore.ActiveThrottle(ctx, tx, key, deps.Now()); err != nil {
+				return err
+			} else if throttled && th.Until.After(at) {
+				at = th.Until
 			}
 			moved, err := jobqueue.RescheduleAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, at)
 			if err != nil || moved {

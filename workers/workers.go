@@ -19,6 +19,14 @@
 // river.JobCancel carrying the failure's identity. No worker loops over
 // retries of its own, and none classifies a failure itself.
 //
+// A server that throttles an account is no failure: the failure middleware
+// records the throttle for the account and snoozes the unit until the
+// server's suggested time (or the run backoff for throttles in a row), and
+// every unit of the account waits it out before it asks the server
+// anything (throttle.go). A folder pass also spends the account's daily
+// download budget, when one is configured, and waits for the window to
+// free room when it is spent (download.go).
+//
 // There is one retry layer between attempts, the account's: every failure
 // of an account run, a folder pass or a reconciliation window fails the
 // account's current run (mailstore.FailRun, FailFolder); a folder unit
@@ -223,12 +231,14 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	river.AddWorker(ws, &WatchWorker{deps: deps})
 	river.AddWorker(ws, &EmbedEmailWorker{deps: deps})
 	river.AddWorker(ws, &EmbeddingBackfillWorker{deps: deps})
-	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true}
+	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true, throttle: recordThrottle(deps, false)}
 	return &failureMiddleware{
 		logger:   deps.Logger,
 		deferral: deps.deferral,
+		now:      deps.Now,
 		policies: map[string]failurePolicy{
-			jobs.AccountRun{}.Kind():      {record: recordRunFailure(deps), afterCancel: scheduleAfterFailure(deps)},
+			jobs.AccountRun{}.Kind(): {record: recordRunFailure(deps), afterCancel: scheduleAfterFailure(deps),
+				throttle: recordThrottle(deps, true)},
 			jobs.FolderPass{}.Kind():      folder,
 			jobs.ReconcileWindow{}.Kind(): folder,
 			jobs.MutationStage{}.Kind():   {record: recordMutationFailure(deps), endsJob: true},

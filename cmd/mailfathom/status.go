@@ -91,12 +91,34 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 				mode += " (unresolved: " + f.Unresolved + ")"
 			}
 			m := f.Mutations
-			fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d/%d\t%s\t%s\n", a.ID, f.Alias, mode, last, next,
+			checkpoint := fmt.Sprintf("%d/%d", f.Checkpoint.UIDValidity, f.Checkpoint.LastSeenUID)
+			if n := f.Checkpoint.ExaminedUIDNext; n > 0 {
+				// How far a synchronization has got: UIDNEXT-1 is the end.
+				checkpoint += fmt.Sprintf(" of %d", n-1)
+			}
+			fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d/%d/%d\t%s\t%s\n", a.ID, f.Alias, mode, last, next,
 				f.Messages.Stored, f.Messages.Oversized, f.Messages.Withheld, f.Messages.Tombstoned,
-				f.Checkpoint.UIDValidity, f.Checkpoint.LastSeenUID, m.Pending, m.Converging, m.DeadLettered, awaiting, failure)
+				checkpoint, m.Pending, m.Converging, m.DeadLettered, awaiting, failure)
 		}
 	}
 	_ = w.Flush()
+	for _, a := range rep.Accounts {
+		if th := a.Throttled; th != nil {
+			suggested := ""
+			if s := th.SuggestedDelaySeconds; s != nil {
+				suggested = ", suggested wait " + seconds(*s)
+			}
+			fmt.Fprintf(stdout, "%s: throttled by the server until %s (reason %s%s); its work waits, and no failure is counted\n",
+				a.ID, th.Until.UTC().Format(time.RFC3339), th.Reason, suggested)
+		}
+		if b := a.DownloadBudget; b != nil {
+			fmt.Fprintf(stdout, "%s: download budget %s of %s used in the last %d h", a.ID, status.Bytes(b.UsedBytes), status.Bytes(b.BytesPerDay), b.WindowHours)
+			if b.ContinuesAt != nil {
+				fmt.Fprintf(stdout, "; reached, downloading continues at %s", b.ContinuesAt.UTC().Format(time.RFC3339))
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
 	for _, a := range rep.Accounts {
 		if c := a.Compression; c != nil {
 			fmt.Fprintf(stdout, "%s: compression %s (%s)\n", a.ID, map[bool]string{true: "on", false: "off"}[c.InUse], c.Reason)

@@ -86,6 +86,13 @@ type Account struct {
 	// link-local or private address; on, whenever the server offers it;
 	// off, never. Default auto.
 	Compression imapx.CompressionPolicy
+	// MaxDownloadBytesPerDay is
+	// MAILFATHOM_ACCOUNTS_<i>_MAX_DOWNLOAD_BYTES_PER_DAY, the message
+	// content the account's forward passes may download in any 24 hours
+	// (a rolling window shared by every replica), at least
+	// MAILFATHOM_SYNC_MAX_RAW_MIME_BYTES and at most 1 PiB. 0 by default,
+	// meaning unlimited.
+	MaxDownloadBytesPerDay int64
 	// TransportSecurity is the account's transport security policy.
 	TransportSecurity TransportSecurity
 	// Folders are MAILFATHOM_ACCOUNTS_<i>_FOLDERS_<j>_*, in index order.
@@ -103,6 +110,7 @@ type rawAccount struct {
 	EarliestEmailReceivedDate       string       `env:"EARLIEST_EMAIL_RECEIVED_DATE"`
 	RemotelyDeletedEmailDisposition string       `env:"REMOTELY_DELETED_EMAIL_DISPOSITION" envDefault:"RetainTombstone"`
 	Compression                     string       `env:"COMPRESSION" envDefault:"auto"`
+	MaxDownloadBytesPerDay          string       `env:"MAX_DOWNLOAD_BYTES_PER_DAY" envDefault:"0"`
 	Transport                       rawTransport // no prefix: CONNECTION_SECURITY etc. sit beside ID
 	OAuth                           rawOAuth     // no prefix: OAUTH_TOKEN_ENDPOINT etc. sit beside ID
 	Folders                         []rawFolder  `envPrefix:"FOLDERS_"`
@@ -173,6 +181,8 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 		a.Compression = p
 	}
 
+	a.MaxDownloadBytesPerDay = c.integer64(v("MAX_DOWNLOAD_BYTES_PER_DAY"), raw.MaxDownloadBytesPerDay, 0, MaxDownloadBytesPerDay)
+
 	t, securityOK, mechanismsOK := convertTransport(c, i, label, raw.Transport)
 	a.TransportSecurity = t
 	a.OAuth = convertOAuth(c, i, label, raw.OAuth)
@@ -191,6 +201,9 @@ func convertAccount(c *converter, i int, raw rawAccount) Account {
 	a.Folders = convertFolders(c, i, label, raw.Folders)
 	return a
 }
+
+// MaxDownloadBytesPerDay is the largest daily download budget: 1 PiB.
+const MaxDownloadBytesPerDay = 1 << 50
 
 // convertEarliestDate parses the date and refuses one after the current UTC
 // date, which would exclude every email and look like synchronization

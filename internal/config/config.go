@@ -221,6 +221,13 @@ func crossCheck(c *converter, cfg *Config, raw rawConfig) {
 	if cfg.Sync.Enabled && len(raw.Accounts) == 0 {
 		c.add(Prefix+"SYNC_ENABLED", "synchronization is enabled but no account is configured; configure MAILFATHOM_ACCOUNTS_0_ID, _HOST, _USERNAME and _PASSWORD (or an OAuth block), or disable synchronization")
 	}
+	for i, a := range cfg.Accounts {
+		if b := a.MaxDownloadBytesPerDay; b > 0 && cfg.Sync.MaxRawMimeBytes > 0 && b < cfg.Sync.MaxRawMimeBytes {
+			// A message within the size limit but larger than the budget
+			// could never be downloaded, and its folder would stop there.
+			c.add(accountVar(i, "MAX_DOWNLOAD_BYTES_PER_DAY"), "must be 0 (unlimited) or at least MAILFATHOM_SYNC_MAX_RAW_MIME_BYTES (%d), the largest message whose content is stored", cfg.Sync.MaxRawMimeBytes)
+		}
+	}
 	if databaseConfigured(c) && cfg.UI.Enabled && raw.Service.UIPassword == "" {
 		c.add(Prefix+"UI_PASSWORD", "is required when a database is configured and the UI is enabled (only the embedded default generates one); set it to a secret reference such as file:/run/secrets/ui-password")
 	}

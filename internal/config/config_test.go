@@ -115,6 +115,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 		"MAILFATHOM_ACCOUNTS_0_EARLIEST_EMAIL_RECEIVED_DATE":        "2026-03-16",
 		"MAILFATHOM_ACCOUNTS_0_REMOTELY_DELETED_EMAIL_DISPOSITION":  "EraseLocalCopy",
 		"MAILFATHOM_ACCOUNTS_0_COMPRESSION":                         "off",
+		"MAILFATHOM_ACCOUNTS_0_MAX_DOWNLOAD_BYTES_PER_DAY":          "2400000000",
 		"MAILFATHOM_ACCOUNTS_0_CONNECTION_SECURITY":                 "StartTlsRequired",
 		"MAILFATHOM_ACCOUNTS_0_PERMITTED_AUTHENTICATION_MECHANISMS": "scram-sha-256, PLAIN,plain , Scram-Sha-256",
 		"MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST":                   "AdditionalTrustedAuthority",
@@ -189,6 +190,7 @@ func TestLoadFullEnvironment(t *testing.T) {
 			EarliestEmailReceivedDate:       time.Date(2026, time.March, 16, 0, 0, 0, 0, time.UTC),
 			RemotelyDeletedEmailDisposition: EraseLocalCopy,
 			Compression:                     imapx.CompressionOff,
+			MaxDownloadBytesPerDay:          2_400_000_000,
 			TransportSecurity: TransportSecurity{
 				ConnectionSecurity:                imapx.StartTLSRequired,
 				PermittedAuthenticationMechanisms: []sasl.Mechanism{sasl.ScramSHA256, sasl.Plain},

@@ -127,6 +127,10 @@ func TestLoadRejects(t *testing.T) {
 
 		// Accounts.
 		{"future earliest date", map[string]string{a1 + "EARLIEST_EMAIL_RECEIVED_DATE": "2026-03-17"}, a1 + "EARLIEST_EMAIL_RECEIVED_DATE", "Account 'secondary': the date is after today's UTC date (2026-03-16)", ""},
+		{"download budget not a number", map[string]string{a0 + "MAX_DOWNLOAD_BYTES_PER_DAY": "2.5GB"}, a0 + "MAX_DOWNLOAD_BYTES_PER_DAY", "from 0 to 1125899906842624", ""},
+		{"download budget negative", map[string]string{a0 + "MAX_DOWNLOAD_BYTES_PER_DAY": "-1"}, a0 + "MAX_DOWNLOAD_BYTES_PER_DAY", "from 0 to 1125899906842624", ""},
+		{"download budget below the largest stored message", map[string]string{a0 + "MAX_DOWNLOAD_BYTES_PER_DAY": "1000000"}, a0 + "MAX_DOWNLOAD_BYTES_PER_DAY",
+			"must be 0 (unlimited) or at least MAILFATHOM_SYNC_MAX_RAW_MIME_BYTES (26214400)", ""},
 		{"malformed earliest date", map[string]string{a0 + "EARLIEST_EMAIL_RECEIVED_DATE": "2024-1-1"}, a0 + "EARLIEST_EMAIL_RECEIVED_DATE", "YYYY-MM-DD", ""},
 		{"impossible earliest date", map[string]string{a0 + "EARLIEST_EMAIL_RECEIVED_DATE": "2024-02-30"}, a0 + "EARLIEST_EMAIL_RECEIVED_DATE", "YYYY-MM-DD", ""},
 		{"duplicate account id after normalization", map[string]string{a1 + "ID": " PRIMARY "}, a1 + "ID", "Account 'PRIMARY' has the same ID as account 0 (MAILFATHOM_ACCOUNTS_0_ID)", ""},

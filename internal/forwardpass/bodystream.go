@@ -47,6 +47,11 @@ type bodyStream struct {
 	bodies    chan imapx.Body
 	requested []uint32
 	err       error
+	// cutAt, when not 0, is the first UID the stream left for lack of
+	// download allowance, cutSize its declared size; it asked for nothing
+	// from there on. Both are set before metaReady is closed.
+	cutAt   uint32
+	cutSize int64
 	// following is the batch after this one. Once its own bodies are read,
 	// the stream reads following's metadata (followingRead, followingMeta,
 	// followingErr, set when done is closed), so following's stream can
@@ -89,7 +94,7 @@ func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *
 			<-from.done
 		}
 		s.read(ctx, p, uids, from)
-		if s.metaErr == nil && s.err == nil && len(following) > 0 && quit.Err() == nil {
+		if s.metaErr == nil && s.err == nil && s.cutAt == 0 && len(following) > 0 && quit.Err() == nil {
 			s.followingMetaAt = time.Now()
 			s.followingMeta, s.followingErr = p.sess.FetchMetadata(ctx, following)
 			s.followingRead = true
@@ -108,8 +113,8 @@ func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bod
 		s.metaAt = time.Now()
 		s.meta, s.metaErr = p.sess.FetchMetadata(ctx, uids)
 	}
-	close(s.metaReady)
 	if s.metaErr != nil {
+		close(s.metaReady)
 		return
 	}
 	size := make(map[uint32]int64, len(s.meta))
@@ -118,10 +123,22 @@ func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bod
 	}
 	fetch := make([]uint32, 0, len(uids))
 	for _, u := range uids {
-		if sz, ok := size[u]; ok && sz <= p.lim.MaxRawMimeBytes {
-			fetch = append(fetch, u)
+		sz, ok := size[u]
+		if !ok || sz > p.lim.MaxRawMimeBytes {
+			continue
 		}
+		if p.lim.MaxDownloadBytes > 0 && (p.cut || sz > p.allowance) {
+			// The allowance cannot hold it: nothing from here on is
+			// asked for, in this batch or a later one.
+			p.cut = true
+			s.cutAt, s.cutSize = u, sz
+			break
+		}
+		p.allowance -= sz
+		p.requested += sz
+		fetch = append(fetch, u)
 	}
+	close(s.metaReady)
 	s.requested = slices.Clone(fetch)
 	for len(fetch) > 0 {
 		if s.quit.Err() != nil {

@@ -157,6 +157,15 @@ type Limits struct {
 	// behind always makes), which is where the reconciliation window that
 	// follows every pass is scheduled.
 	AfterFinalCheckpoint func(ctx context.Context, tx pgx.Tx) error
+	// MaxDownloadBytes, when positive, bounds the message content the pass
+	// downloads, by the sizes the server declares (RFC822.SIZE): a message
+	// the rest cannot hold is not asked for, and the pass ends before it
+	// with its checkpoint committed below it, reporting BudgetReached and
+	// the message's size (NextMessageBytes). Nothing after it is asked for
+	// either, so what the pass leaves is one range above its checkpoint,
+	// and a later pass fetches none of what this one stored. Default 0:
+	// unbounded.
+	MaxDownloadBytes int64
 	// Offer, when set, runs in each of a write group's transactions (one
 	// per writer connection) with the ids of the messages that transaction
 	// stored, after every write of the group was answered and before the
@@ -204,8 +213,17 @@ type Report struct {
 	// cycle began), both, "forgotten" (the server reported no usable
 	// sequence for the folder), or empty.
 	Cycle string `json:"cycle,omitempty"`
-	// More reports that work remains beyond this pass's batch bound.
+	// More reports that work remains beyond this pass's batch bound, or
+	// its download bound.
 	More bool `json:"more"`
+	// BudgetReached reports that the pass ended at Limits.MaxDownloadBytes,
+	// before a message of NextMessageBytes (its declared size).
+	BudgetReached    bool  `json:"download_budget_reached,omitempty"`
+	NextMessageBytes int64 `json:"next_message_bytes,omitempty"`
+	// RequestedBytes is the declared size of all the content the pass
+	// asked the server for, what was read ahead and dropped included:
+	// what a provider's download limit counts.
+	RequestedBytes int64 `json:"requested_bytes"`
 	// CarriedByMailFathom counts discoveries a relocation of MailFathom's
 	// own placed: the existing stored email was carried onto them, with no
 	// fetch and no new row. CopiedByMailFathom counts the copies it
@@ -250,7 +268,7 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 	rep.UIDValidity = state.UIDValidity
 	rep.Observed = state
 
-	p := pass{db: db, sess: sess, binding: binding, lim: lim, logger: logger, state: state, rep: &rep}
+	p := pass{db: db, sess: sess, binding: binding, lim: lim, logger: logger, state: state, rep: &rep, allowance: lim.MaxDownloadBytes}
 	if hasCP {
 		p.expected = &cp
 		p.after = cp.LastSeenUID
@@ -338,12 +356,25 @@ type pass struct {
 	// committed; nil when none was started. While it runs, it alone
 	// drives the session.
 	ahead *bodyStream
+	// allowance is what Limits.MaxDownloadBytes leaves, by declared size,
+	// of the content the streams may still ask for; cut is set once a
+	// stream left a message for lack of it, after which no stream asks
+	// for anything. Only the stream driving the session touches them
+	// (the streams run one after another).
+	allowance int64
+	cut       bool
+	// requested is the declared size of what the streams asked for
+	// (Report.RequestedBytes); touched like allowance.
+	requested int64
 }
 
 func (p *pass) run(ctx context.Context) error {
 	// However the pass ends, the session is handed back only once no
 	// stream drives it.
-	defer func() { p.ahead.abandon() }()
+	defer func() {
+		p.ahead.abandon()
+		p.rep.RequestedBytes = p.requested
+	}()
 	uids, err := p.sess.SearchUIDs(ctx, p.after, p.lim.EarliestDate)
 	if err != nil {
 		return err
@@ -370,7 +401,23 @@ func (p *pass) run(ctx context.Context) error {
 			after = uids[min(len(uids), n+p.lim.BatchSize):min(len(uids), n+2*p.lim.BatchSize)]
 		}
 		if err := p.storeBatch(ctx, batch, following, after); err != nil {
-			var withheld *withheldError
+			var (
+				withheld *withheldError
+				spent    *allowanceSpent
+			)
+			if errors.As(err, &spent) {
+				// Everything of the batch below the message the allowance
+				// could not hold is stored: the checkpoint moves up to it,
+				// and the pass ends there.
+				if below := lastBelow(batch, spent.first); below > p.after {
+					if aerr := p.advance(ctx, below, false); aerr != nil {
+						return aerr
+					}
+				}
+				p.rep.Batches++
+				p.rep.More, p.rep.BudgetReached, p.rep.NextMessageBytes = true, true, spent.size
+				return nil
+			}
 			if errors.As(err, &withheld) {
 				// Everything of the batch below the first withheld
 				// message is stored: the checkpoint moves up to it.
@@ -531,8 +578,11 @@ func (p *pass) advance(ctx context.Context, uid uint32, final bool) error {
 func (p *pass) storeBatch(ctx context.Context, batch, next, after []uint32) error {
 	var c counts
 	err := p.batch(ctx, batch, next, after, &c)
-	var withheld *withheldError
-	if err != nil && !errors.As(err, &withheld) {
+	var (
+		withheld *withheldError
+		spent    *allowanceSpent
+	)
+	if err != nil && !errors.As(err, &withheld) && !errors.As(err, &spent) {
 		return err
 	}
 	p.rep.Stored += c.stored
@@ -558,6 +608,18 @@ type counts struct {
 type withheldError struct {
 	*ContentWithheldError
 	first uint32
+}
+
+// allowanceSpent ends a batch whose stream left the message first, of
+// declared size size, and everything after it, for lack of allowance
+// (Limits.MaxDownloadBytes). What the batch stored below it is committed.
+type allowanceSpent struct {
+	first uint32
+	size  int64
+}
+
+func (e *allowanceSpent) Error() string {
+	return "forwardpass: the download allowance cannot hold the next message"
 }
 
 // lastBelow returns the highest of the ascending uids below limit, or 0.
@@ -593,6 +655,16 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	meta, observed, err := s.metadata()
 	if err != nil {
 		return err
+	}
+	var spent *allowanceSpent
+	if s.cutAt != 0 {
+		// The stream asks for nothing from the message the allowance
+		// cannot hold on: the batch ends before it.
+		spent = &allowanceSpent{first: s.cutAt, size: s.cutSize}
+		batch = batch[:lastIndexBelow(batch, s.cutAt)]
+		if len(batch) == 0 {
+			return spent
+		}
 	}
 	// The stream may have been started before the join, so its metadata
 	// may name UIDs the join carried; those are left out.
@@ -664,10 +736,26 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 			missing = append(missing, u)
 		}
 	}
+	if spent != nil {
+		// Nothing after the cut is read ahead.
+		next = nil
+	}
 	if err := p.commitReadingAhead(ctx, w, s, next, after); err != nil {
 		return err
 	}
-	return p.settleMissing(ctx, batch, missing, byUID, observed, c)
+	if err := p.settleMissing(ctx, batch, missing, byUID, observed, c); err != nil || spent == nil {
+		return err
+	}
+	return spent
+}
+
+// lastIndexBelow returns how many of the ascending uids are below limit.
+func lastIndexBelow(uids []uint32, limit uint32) int {
+	n := 0
+	for n < len(uids) && uids[n] < limit {
+		n++
+	}
+	return n
 }
 
 // commitReadingAhead commits the batch's last group and, when next is not

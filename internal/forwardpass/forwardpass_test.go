@@ -440,3 +440,96 @@ func TestForwardPassOffersEachMessageInTheTransactionThatWroteIt(t *testing.T) {
 	require.Equal(t, 20, rep.Stored)
 	require.Len(t, offered, 20, "every stored message is offered once")
 }
+
+// sizedSession serves UIDs 1..n of the sizes size gives, with bodies of
+// exactly that size, and records every UID whose body was asked for.
+type sizedSession struct {
+	answerTwiceSession
+	size func(uid uint32) int64
+
+	mu      sync.Mutex
+	fetched []uint32
+}
+
+func (s *sizedSession) FetchMetadata(_ context.Context, uids []uint32) ([]imapx.MessageMetadata, error) {
+	out := make([]imapx.MessageMetadata, len(uids))
+	for i, u := range uids {
+		out[i] = imapx.MessageMetadata{UID: u, Size: s.size(u)}
+	}
+	return out, nil
+}
+
+func (s *sizedSession) FetchBodies(_ context.Context, uids []uint32, _ int64, fn func(imapx.Body) error) error {
+	for _, u := range uids {
+		s.mu.Lock()
+		s.fetched = append(s.fetched, u)
+		s.mu.Unlock()
+		head := fmt.Sprintf("Subject: message %d\r\n\r\n", u)
+		raw := append([]byte(head), make([]byte, s.size(u)-int64(len(head)))...)
+		for i := len(head); i < len(raw); i++ {
+			raw[i] = 'x'
+		}
+		if err := fn(imapx.Body{UID: u, Raw: raw}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestForwardPassStopsAtItsDownloadAllowance: a pass given less
+// allowance than the folder holds asks for the messages, in UID order,
+// only while the allowance holds the next one — within a batch as across
+// batches and the batches read ahead — and ends before the first it
+// cannot hold, with its checkpoint committed below it and its size
+// reported. The next pass continues from there, and no message is asked
+// for twice.
+func TestForwardPassStopsAtItsDownloadAllowance(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	// UID 5 is too large for what the first allowance leaves; UID 6,
+	// after it, would fit and must not be asked for either. UID 9 is over
+	// the size limit and costs nothing.
+	sizes := map[uint32]int64{1: 300, 2: 300, 3: 300, 4: 300, 5: 900, 6: 100, 7: 300, 8: 300, 9: 5000, 10: 300}
+	sess := &sizedSession{answerTwiceSession: answerTwiceSession{n: 10}, size: func(u uint32) int64 { return sizes[u] }}
+	limits := Limits{
+		BatchSize: 3, BatchesPerRun: 10, MaxRawMimeBytes: 4096,
+		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	limits.MaxDownloadBytes = 1500
+	rep, err := Run(ctx, b.conn, sess, b.binding, limits, logger)
+	require.NoError(t, err)
+	require.True(t, rep.BudgetReached)
+	require.True(t, rep.More)
+	require.EqualValues(t, 900, rep.NextMessageBytes)
+	require.Equal(t, 4, rep.Stored)
+	require.EqualValues(t, 1200, rep.RequestedBytes)
+	require.Equal(t, uint32(4), rep.CheckpointUID, "the checkpoint stops below the message left")
+	require.Equal(t, []uint32{1, 2, 3, 4}, sess.fetched, "nothing at or after the message left was asked for")
+	cp, _, err := mailstore.ReadCheckpoint(ctx, b.pool, b.binding.ID)
+	require.NoError(t, err)
+	require.Equal(t, uint32(4), cp.LastSeenUID, "committed")
+
+	// An allowance that cannot hold the next message asks for nothing.
+	limits.MaxDownloadBytes = 899
+	rep, err = Run(ctx, b.conn, sess, b.binding, limits, logger)
+	require.NoError(t, err)
+	require.True(t, rep.BudgetReached)
+	require.Zero(t, rep.Stored)
+	require.Equal(t, uint32(4), rep.CheckpointUID)
+	require.Len(t, sess.fetched, 4)
+
+	limits.MaxDownloadBytes = 10_000
+	rep, err = Run(ctx, b.conn, sess, b.binding, limits, logger)
+	require.NoError(t, err)
+	require.False(t, rep.BudgetReached)
+	require.False(t, rep.More)
+	require.Equal(t, 5, rep.Stored)
+	require.Equal(t, 1, rep.Oversized)
+	require.Equal(t, uint32(10), rep.CheckpointUID)
+	require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 10}, sess.fetched, "every message asked for once")
+	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, uids)
+}

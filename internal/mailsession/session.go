@@ -21,7 +21,8 @@
 //
 // What the caller sees: nil; the caller's own cancellation, untranslated;
 // a terminal failure as itself (a rejected credential is the operator's to
-// see); and a *MailboxUnavailableError for a limit the pipeline imposed or
+// see); a server that throttles as the *imapx.ThrottledError it is, asked
+// once; and a *MailboxUnavailableError for a limit the pipeline imposed or
 // a transient failure that survived every attempt.
 //
 // The package adds no retry of its own: the attempts are the pipelines'.

@@ -32,13 +32,18 @@ type AccountState struct {
 
 // BeginRun starts a run of accountKey at now, in tx. It settles the
 // previous run first — a failed one adds to the consecutive failures, one
-// that did not fail clears them — and returns the settled state.
+// that did not fail clears them, one its server throttled (ThrottleRun)
+// leaves them as they were — and returns the settled state.
 func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time) (AccountState, error) {
 	st, err := lockAccountState(ctx, tx, accountKey)
 	if err != nil {
 		return st, err
 	}
-	if st.RunStartedAt != nil {
+	var throttled bool
+	if err := tx.QueryRow(ctx, `SELECT run_throttled FROM account_states WHERE account_key = $1`, accountKey).Scan(&throttled); err != nil {
+		return st, fmt.Errorf("mailstore: begin a run: %w", err)
+	}
+	if st.RunStartedAt != nil && !throttled {
 		if st.RunFailed {
 			st.ConsecutiveFailures++
 		} else {
@@ -46,7 +51,7 @@ func BeginRun(ctx context.Context, tx pgx.Tx, accountKey string, now time.Time) 
 		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE account_states
-		SET consecutive_failures = $2, run_started_at = $3, run_failed = false
+		SET consecutive_failures = $2, run_started_at = $3, run_failed = false, run_throttled = false
 		WHERE account_key = $1`, accountKey, st.ConsecutiveFailures, now); err != nil {
 		return st, fmt.Errorf("mailstore: begin a run: %w", err)
 	}
@@ -85,6 +90,18 @@ func ReadAccountState(ctx context.Context, q Querier, accountKey string) (Accoun
 		return AccountState{}, false, fmt.Errorf("mailstore: read the run state: %w", err)
 	}
 	return st, true, nil
+}
+
+// ThrottleRun records that the current run of accountKey was throttled
+// by its server before it scheduled anything: the run that begins next
+// does not settle it (see BeginRun). A run that already failed stays
+// failed.
+func ThrottleRun(ctx context.Context, q Querier, accountKey string) error {
+	if _, err := q.Exec(ctx, `UPDATE account_states SET run_throttled = true
+		WHERE account_key = $1 AND NOT run_failed`, accountKey); err != nil {
+		return fmt.Errorf("mailstore: record a throttled run: %w", err)
+	}
+	return nil
 }
 
 // FailRun records that the current run of accountKey failed, with the
@@ -150,6 +167,23 @@ func RecordPass(ctx context.Context, q Querier, accountKey, alias string, c Pass
 	return nil
 }
 
+// RecordExamined records uidNext, the UIDNEXT a forward pass of
+// accountKey's alias found when it examined the folder, as the alias's
+// latest; with the checkpoint it says how far a synchronization has got.
+// A pass that ended before its EXAMINE answered records nothing.
+func RecordExamined(ctx context.Context, q Querier, accountKey, alias string, uidNext uint32) error {
+	if uidNext == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, `
+		INSERT INTO folder_states (account_key, alias, examined_uid_next) VALUES ($1, $2, $3)
+		ON CONFLICT (account_key, alias) DO UPDATE SET examined_uid_next = $3`,
+		accountKey, alias, int64(uidNext)); err != nil {
+		return fmt.Errorf("mailstore: record the examined folder: %w", err)
+	}
+	return nil
+}
+
 // Compression is what a forward pass decided about COMPRESS=DEFLATE on
 // its content connection, and why.
 type Compression struct {
@@ -188,6 +222,9 @@ type FolderState struct {
 	// alias to no folder, the identity of why (RecordResolutions); ""
 	// otherwise.
 	ResolutionFailure string
+	// ExaminedUIDNext is the UIDNEXT the latest pass found (RecordExamined);
+	// 0 before the first.
+	ExaminedUIDNext uint32
 }
 
 // RunStates returns every account's and folder alias's state.
@@ -203,7 +240,7 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 	rows, err = q.Query(ctx, `SELECT account_key, alias, stored, oversized, unreadable, excluded_by_date,
 		expunged_before_fetch, content_withheld, last_pass_at, last_success_at, last_failure_at,
 		coalesce(last_failure_identity, ''), coalesce(effective_mode, ''), compression_in_use, coalesce(compression_reason, ''),
-		coalesce(resolution_failure, '')
+		coalesce(resolution_failure, ''), coalesce(examined_uid_next, 0)
 		FROM folder_states ORDER BY account_key, alias`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mailstore: read the folder states: %w", err)
@@ -212,10 +249,12 @@ func RunStates(ctx context.Context, q Querier) ([]AccountState, []FolderState, e
 		var f FolderState
 		var inUse *bool
 		var reason string
+		var uidNext int64
 		c := &f.Counts
 		err := r.Scan(&f.AccountKey, &f.Alias, &c.Stored, &c.Oversized, &c.Unreadable, &c.ExcludedByDate,
 			&c.ExpungedBeforeFetch, &c.Withheld, &f.LastPassAt, &f.LastSuccessAt, &f.LastFailureAt, &f.LastFailureIdentity, &f.EffectiveMode,
-			&inUse, &reason, &f.ResolutionFailure)
+			&inUse, &reason, &f.ResolutionFailure, &uidNext)
+		f.ExaminedUIDNext = uint32(uidNext)
 		if inUse != nil {
 			f.Compression = &Compression{InUse: *inUse, Reason: reason}
 		}

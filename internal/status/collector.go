@@ -15,6 +15,7 @@ type Collector struct {
 
 	failures, backoff, handled, messages, lastPass, lastSuccess *prometheus.Desc
 	mutations, awaiting                                         *prometheus.Desc
+	throttled, throttledFor, downloaded                         *prometheus.Desc
 }
 
 // NewCollector returns a collector reading q with opts.
@@ -42,6 +43,15 @@ func NewCollector(q Querier, opts Options) *Collector {
 		mutations: prometheus.NewDesc("mailfathom_folder_mailbox_mutations_outstanding",
 			"Mailbox mutations not completed whose source is the folder alias, by state: pending, converging, dead-lettered.",
 			[]string{"account", "alias", "state"}, nil),
+		throttled: prometheus.NewDesc("mailfathom_account_throttled_total",
+			"Throttling answers the account's server gave (a limit exceeded, a subsystem down), by reason: Unavailable, Limit, OverQuota, InUse, Throttled, RequestThrottled, BandwidthExceeded, TooManyConnections. None is a failure.",
+			[]string{"account", "reason"}, nil),
+		throttledFor: prometheus.NewDesc("mailfathom_account_throttled_seconds",
+			"Seconds until the account's server throttle ends and its work asks the server again; 0 when it is not throttled.",
+			[]string{"account"}, nil),
+		downloaded: prometheus.NewDesc("mailfathom_account_download_window_bytes",
+			"Message content the account downloaded within the daily download budget's rolling 24 hours; absent without a budget.",
+			[]string{"account"}, nil),
 		awaiting: prometheus.NewDesc("mailfathom_folder_messages_awaiting_vectors",
 			"Served messages of the folder alias with a passage that has no vector under the active embedding profile; absent when no profile is configured.",
 			[]string{"account", "alias"}, nil),
@@ -50,7 +60,8 @@ func NewCollector(q Querier, opts Options) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.failures, c.backoff, c.handled, c.messages, c.lastPass, c.lastSuccess, c.mutations, c.awaiting} {
+	for _, d := range []*prometheus.Desc{c.failures, c.backoff, c.handled, c.messages, c.lastPass, c.lastSuccess, c.mutations, c.awaiting,
+		c.throttled, c.throttledFor, c.downloaded} {
 		ch <- d
 	}
 }
@@ -70,6 +81,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range r.Accounts {
 		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.GaugeValue, float64(a.ConsecutiveFailures), a.ID)
 		ch <- prometheus.MustNewConstMetric(c.backoff, prometheus.GaugeValue, a.BackoffSeconds, a.ID)
+		for reason, n := range a.Throttles {
+			ch <- prometheus.MustNewConstMetric(c.throttled, prometheus.CounterValue, float64(n), a.ID, reason)
+		}
+		throttledFor := 0.0
+		if a.Throttled != nil {
+			throttledFor = a.Throttled.InSeconds
+		}
+		ch <- prometheus.MustNewConstMetric(c.throttledFor, prometheus.GaugeValue, throttledFor, a.ID)
+		if b := a.DownloadBudget; b != nil {
+			ch <- prometheus.MustNewConstMetric(c.downloaded, prometheus.GaugeValue, float64(b.UsedBytes), a.ID)
+		}
 		for _, f := range a.Folders {
 			for _, outcome := range Outcomes {
 				ch <- prometheus.MustNewConstMetric(c.handled, prometheus.CounterValue, float64(f.Handled[outcome]), a.ID, f.Alias, outcome)

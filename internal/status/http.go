@@ -73,7 +73,8 @@ var page = template.Must(template.New("status").Funcs(template.FuncMap{
 		}
 		return (time.Duration(*s) * time.Second).Round(time.Second).String() + " ago"
 	},
-	"in": func(s float64) string { return (time.Duration(s) * time.Second).Round(time.Second).String() },
+	"in":    func(s float64) string { return (time.Duration(s) * time.Second).Round(time.Second).String() },
+	"bytes": Bytes,
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>MailFathom status</title>
 <meta http-equiv="refresh" content="15">
@@ -87,14 +88,16 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f
 <p>Mode {{.ConfiguredMode}}.
 {{with .Compression}}Compression {{if .InUse}}on{{else}}off{{end}}: {{.Reason}}.{{end}}
 {{with .NextRun}}Next run: {{.Why}}{{if gt .InSeconds 0.0}}, in {{in .InSeconds}}{{end}}.{{else}}No run is coming.{{end}}
+{{with .Throttled}}<span class="bad">Throttled by the server until {{.Until.Format "2006-01-02 15:04:05 MST"}} ({{.Reason}}{{with .SuggestedDelaySeconds}}, suggested wait {{in .}}{{end}}); its work waits, no failure is counted.</span>{{end}}
+{{with .DownloadBudget}}Download budget: {{bytes .UsedBytes}} of {{bytes .BytesPerDay}} used in the last {{.WindowHours}} h{{with .ContinuesAt}}; <span class="bad">reached, continues at {{.Format "2006-01-02 15:04:05 MST"}}</span>{{end}}.{{end}}
 {{if .ConsecutiveFailures}}<span class="bad">{{.ConsecutiveFailures}} failed run(s) in a row; backoff {{in .BackoffSeconds}}.</span>{{end}}
 {{with .LastFailure}}Last failure: <span class="bad">{{.Identity}}</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}
 {{with .Mutations.CompletedUnjoined}}{{.}} move(s) or copy(ies) completed, unjoined: the server named no placement.{{end}}
 {{with .LastFailedMutation}}Last failed mutation: <span class="bad">{{.ID}} ({{.Kind}}, {{.State}}, code {{.FailureCode}})</span> at {{.At.Format "2006-01-02 15:04:05"}}.{{end}}</p>
-<table><tr><th>Alias</th><th>Mode</th><th>Last successful pass</th><th>Stored</th><th>Oversized</th><th>Withheld</th><th>Tombstoned</th><th>Checkpoint (UIDVALIDITY/UID)</th><th>Mutations pending/converging/dead-lettered</th><th>Awaiting vectors</th><th>Last failure</th></tr>
+<table><tr><th>Alias</th><th>Mode</th><th>Last successful pass</th><th>Stored</th><th>Oversized</th><th>Withheld</th><th>Tombstoned</th><th>Checkpoint (UIDVALIDITY/UID of UIDNEXT)</th><th>Mutations pending/converging/dead-lettered</th><th>Awaiting vectors</th><th>Last failure</th></tr>
 {{range .Folders}}<tr><td>{{.Alias}}</td><td>{{.EffectiveMode}}{{with .Unresolved}} <span class="bad">(unresolved: {{.}})</span>{{end}}</td><td>{{age .LastSuccessAgeSeconds}}</td>
 <td>{{.Messages.Stored}}</td><td>{{.Messages.Oversized}}</td><td>{{.Messages.Withheld}}</td><td>{{.Messages.Tombstoned}}</td>
-<td>{{.Checkpoint.UIDValidity}}/{{.Checkpoint.LastSeenUID}}</td>
+<td>{{.Checkpoint.UIDValidity}}/{{.Checkpoint.LastSeenUID}}{{with .Checkpoint.ExaminedUIDNext}} of {{.}}{{end}}</td>
 <td>{{.Mutations.Pending}}/{{.Mutations.Converging}}/{{if .Mutations.DeadLettered}}<span class="bad">{{.Mutations.DeadLettered}}</span>{{else}}0{{end}}</td><td>{{with .AwaitingVectors}}{{.}}{{else}}-{{end}}</td><td>{{with .LastFailure}}<span class="bad">{{.Identity}}</span>{{end}}</td></tr>
 {{end}}</table>{{end}}
 </body></html>

@@ -1,8 +1,10 @@
 // Package status answers what an operator asks first, per configured
 // account and folder alias: which mode it runs in, when it last
-// synchronized, when it runs next and why then, what is stored, how far it
-// got and what last failed, which of its mailbox mutations are not
-// finished, and how many of its messages await embedding. `mailfathom status`, GET /api/v1/status, the
+// synchronized, when it runs next and why then, whether its server
+// throttles it and until when, what its daily download budget holds, what
+// is stored, how far it got and what last failed, which of its mailbox
+// mutations are not finished, and how many of its messages await
+// embedding. `mailfathom status`, GET /api/v1/status, the
 // /status page and the run metrics on /metrics all read one Report, so
 // they cannot disagree.
 //
@@ -14,6 +16,7 @@ package status
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -145,7 +148,53 @@ type Account struct {
 	// mail over a compressed connection, and why; nil before its first
 	// pass.
 	Compression *Compression `json:"compression,omitempty"`
-	Folders     []Folder     `json:"folders"`
+	// Throttled is, while the account's server throttles it, until when
+	// and why: the account's work waits, and no failure is counted; nil
+	// otherwise.
+	Throttled *Throttled `json:"throttled,omitempty"`
+	// Throttles counts the throttling answers the account's server gave,
+	// by reason, since the database was created; empty when none.
+	Throttles map[string]int64 `json:"throttles,omitempty"`
+	// DownloadBudget is the account's daily download budget and what the
+	// window holds; nil when the account has none.
+	DownloadBudget *DownloadBudget `json:"download_budget,omitempty"`
+	Folders        []Folder        `json:"folders"`
+}
+
+// Throttled is a throttle the account's server imposed that still holds.
+type Throttled struct {
+	// Until is when the account's work asks the server again.
+	Until time.Time `json:"until"`
+	// InSeconds is how far away Until is.
+	InSeconds float64 `json:"in_seconds"`
+	// Reason is the fixed word of the server's answer: Unavailable,
+	// Limit, OverQuota, InUse, Throttled, RequestThrottled,
+	// BandwidthExceeded or TooManyConnections.
+	Reason string `json:"reason"`
+	// SuggestedDelaySeconds is the wait the server suggested; nil when it
+	// suggested none (the account waits its run backoff then).
+	SuggestedDelaySeconds *float64 `json:"suggested_delay_seconds,omitempty"`
+	// At is when the server throttled the account.
+	At time.Time `json:"at"`
+	// InARow counts the throttles since the account last completed a
+	// folder pass.
+	InARow int `json:"in_a_row"`
+}
+
+// DownloadBudget is an account's daily download budget
+// (MAILFATHOM_ACCOUNTS_<i>_MAX_DOWNLOAD_BYTES_PER_DAY), spent over a
+// rolling 24-hour window.
+type DownloadBudget struct {
+	BytesPerDay int64 `json:"bytes_per_day"`
+	// UsedBytes is the content downloaded, or claimed by a pass under way,
+	// within the window.
+	UsedBytes int64 `json:"used_bytes"`
+	// WindowHours is the window: 24.
+	WindowHours int `json:"window_hours"`
+	// ContinuesAt is, when a pass stopped at the budget, when its folder
+	// continues; nil otherwise.
+	ContinuesAt        *time.Time `json:"continues_at,omitempty"`
+	ContinuesInSeconds *float64   `json:"continues_in_seconds,omitempty"`
 }
 
 // Compression is what a forward pass decided about COMPRESS=DEFLATE.
@@ -159,11 +208,12 @@ type Compression struct {
 
 // Why a next run is when it is.
 const (
-	WhyRunning  = "running"  // the run is under way
-	WhyDue      = "due"      // due now, waiting for a worker or a slot
-	WhyInterval = "interval" // the interval after a run that did not fail
-	WhyBackoff  = "backoff"  // the backoff failed runs earned
-	WhyRetry    = "retry"    // River retries a run that failed
+	WhyRunning  = "running"   // the run is under way
+	WhyDue      = "due"       // due now, waiting for a worker or a slot
+	WhyInterval = "interval"  // the interval after a run that did not fail
+	WhyBackoff  = "backoff"   // the backoff failed runs earned
+	WhyRetry    = "retry"     // River retries a run that failed
+	WhyThrottle = "throttled" // the account's server throttles it until then
 )
 
 // NextRun is when an account runs next and why then.
@@ -171,7 +221,8 @@ type NextRun struct {
 	At time.Time `json:"at"`
 	// InSeconds is how far away At is, 0 once due.
 	InSeconds float64 `json:"in_seconds"`
-	// Why is WhyRunning, WhyDue, WhyInterval, WhyBackoff or WhyRetry.
+	// Why is WhyRunning, WhyDue, WhyInterval, WhyBackoff, WhyRetry or
+	// WhyThrottle.
 	Why string `json:"why"`
 }
 
@@ -219,6 +270,10 @@ type Folder struct {
 type Checkpoint struct {
 	UIDValidity uint32 `json:"uid_validity"`
 	LastSeenUID uint32 `json:"last_seen_uid"`
+	// ExaminedUIDNext is the UIDNEXT the latest forward pass found: the
+	// folder is read to its end when LastSeenUID reaches one below it. 0
+	// before the first pass.
+	ExaminedUIDNext uint32 `json:"examined_uid_next"`
 }
 
 // Messages counts what is stored of the folder now.
@@ -272,6 +327,18 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 	if err != nil {
 		return r, err
 	}
+	throttles, err := mailstore.Throttles(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	throttleCounts, err := mailstore.ThrottleCounts(ctx, q)
+	if err != nil {
+		return r, err
+	}
+	downloads, err := mailstore.DownloadStates(ctx, q, r.GeneratedAt)
+	if err != nil {
+		return r, err
+	}
 	var backlog []searchindex.FolderBacklog
 	if e := cfg.Embedding; e.Configured() {
 		if r.Embedding, backlog, err = readEmbedding(ctx, q, e); err != nil {
@@ -281,6 +348,23 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 	accountStates := map[string]mailstore.AccountState{}
 	for _, st := range states {
 		accountStates[st.AccountKey] = st
+	}
+	throttled := map[string]*Throttled{}
+	for _, th := range throttles {
+		if th.Until.After(r.GeneratedAt) {
+			throttled[th.AccountKey] = throttledOf(th, r.GeneratedAt)
+		}
+	}
+	counts := map[string]map[string]int64{}
+	for _, c := range throttleCounts {
+		if counts[c.AccountKey] == nil {
+			counts[c.AccountKey] = map[string]int64{}
+		}
+		counts[c.AccountKey][c.Reason] = c.Count
+	}
+	downloaded := map[string]mailstore.DownloadState{}
+	for _, d := range downloads {
+		downloaded[d.AccountKey] = d
 	}
 	type folderKey struct{ account, alias string }
 	folderState := map[folderKey]mailstore.FolderState{}
@@ -340,8 +424,15 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		if st.LastFailureAt != nil {
 			acct.LastFailure = &Failure{Identity: st.LastFailureIdentity, At: *st.LastFailureAt}
 		}
+		acct.Throttled, acct.Throttles = throttled[key], counts[key]
+		if a.MaxDownloadBytesPerDay > 0 {
+			acct.DownloadBudget = downloadBudget(a.MaxDownloadBytesPerDay, downloaded[key], r.GeneratedAt)
+		}
 		if run, ok := runs[key]; ok {
 			acct.NextRun = nextRun(run, failures, r.GeneratedAt)
+			if acct.Throttled != nil && acct.NextRun.Why != WhyRunning {
+				acct.NextRun.Why = WhyThrottle
+			}
 		}
 		var latest *time.Time
 		for _, alias := range aliases(a) {
@@ -358,7 +449,7 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 			f := Folder{
 				Alias: alias, EffectiveMode: mode, Unresolved: fs.ResolutionFailure,
 				Bound:      c.AccountKey != "",
-				Checkpoint: Checkpoint{UIDValidity: c.UIDValidity, LastSeenUID: c.LastSeenUID},
+				Checkpoint: Checkpoint{UIDValidity: c.UIDValidity, LastSeenUID: c.LastSeenUID, ExaminedUIDNext: fs.ExaminedUIDNext},
 				Messages:   Messages{Stored: c.Stored, Oversized: c.Oversized, Withheld: c.Withheld, Tombstoned: c.Tombstoned},
 				Handled:    handled(fs.Counts),
 				Mutations:  folderMutations[k], AwaitingVectors: awaiting(folderBacklog[k]),
@@ -432,6 +523,39 @@ func at(t *time.Time, now time.Time) (*time.Time, *float64) {
 	}
 	age := now.Sub(*t).Seconds()
 	return t, &age
+}
+
+// Bytes renders n bytes in decimal units, as providers state their limits
+// ("2.5 GB").
+func Bytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("kMGTP"[exp]) + "B"
+}
+
+func throttledOf(th mailstore.Throttle, now time.Time) *Throttled {
+	t := &Throttled{Until: th.Until, InSeconds: th.Until.Sub(now).Seconds(), Reason: th.Reason, At: th.At, InARow: th.Consecutive}
+	if th.SuggestedDelay != nil {
+		s := th.SuggestedDelay.Seconds()
+		t.SuggestedDelaySeconds = &s
+	}
+	return t
+}
+
+func downloadBudget(perDay int64, d mailstore.DownloadState, now time.Time) *DownloadBudget {
+	b := &DownloadBudget{BytesPerDay: perDay, UsedBytes: d.Used, WindowHours: int(mailstore.DownloadWindow / time.Hour)}
+	if d.PausedUntil != nil {
+		in := d.PausedUntil.Sub(now).Seconds()
+		b.ContinuesAt, b.ContinuesInSeconds = d.PausedUntil, &in
+	}
+	return b
 }
 
 func nextRun(run jobqueue.PendingRun, failures int, now time.Time) *NextRun {

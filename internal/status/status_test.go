@@ -360,3 +360,111 @@ func TestUnresolvedAliasIsNotWatched(t *testing.T) {
 		require.Contains(t, string(body), want, path)
 	}
 }
+
+// TestThrottledAccountAndDownloadBudget: an account its server throttles
+// shows until when and why, everywhere the status is read — the report,
+// /api/v1/status, the /status page — and is no failed account; the
+// throttles are counted per account and reason on /metrics; an account
+// with a download budget shows what the window holds and when it
+// continues; a throttle that ended is no longer shown.
+func TestThrottledAccountAndDownloadBudget(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	cfg, err := config.Load([]string{"MAILFATHOM_SYNC_ENABLED=false",
+		"MAILFATHOM_ACCOUNTS_0_ID=gmail", "MAILFATHOM_ACCOUNTS_0_HOST=imap.example.test", "MAILFATHOM_ACCOUNTS_0_USERNAME=user",
+		"MAILFATHOM_ACCOUNTS_0_PASSWORD=env:UNUSED", "MAILFATHOM_ACCOUNTS_0_MAX_DOWNLOAD_BYTES_PER_DAY=2500000000",
+		"MAILFATHOM_ACCOUNTS_1_ID=calm", "MAILFATHOM_ACCOUNTS_1_HOST=imap.example.test", "MAILFATHOM_ACCOUNTS_1_USERNAME=user",
+		"MAILFATHOM_ACCOUNTS_1_PASSWORD=env:UNUSED"})
+	require.NoError(t, err)
+	now := time.Now().UTC().Truncate(time.Second)
+	until := now.Add(90 * time.Minute)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, step := range []struct {
+			reason    string
+			suggested time.Duration
+		}{{"BandwidthExceeded", 0}, {"BandwidthExceeded", 0}, {"RequestThrottled", 5 * time.Second}} {
+			if _, err := mailstore.RecordThrottle(ctx, tx, "gmail", step.reason, step.suggested, now,
+				func(int) time.Duration { return until.Sub(now) }); err != nil {
+				return err
+			}
+		}
+		// One that ended long ago.
+		if _, err := mailstore.RecordThrottle(ctx, tx, "calm", "Unavailable", 0, now.Add(-2*time.Hour),
+			func(int) time.Duration { return time.Minute }); err != nil {
+			return err
+		}
+		claim, _, err := mailstore.ClaimDownload(ctx, tx, "gmail", 2_500_000_000, 2_500_000_000, now)
+		if err != nil {
+			return err
+		}
+		_, _, err = mailstore.SettleDownload(ctx, tx, "gmail", claim, 2_499_000_000, 2_000_000, 2_500_000_000, now)
+		return err
+	}))
+
+	opts := status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }, Now: func() time.Time { return now }}
+	rep, err := status.Read(ctx, pool, opts)
+	require.NoError(t, err)
+	require.Len(t, rep.Accounts, 2)
+	gmail, calm := rep.Accounts[0], rep.Accounts[1]
+	require.NotNil(t, gmail.Throttled)
+	require.True(t, gmail.Throttled.Until.Equal(until))
+	require.Equal(t, "RequestThrottled", gmail.Throttled.Reason)
+	require.NotNil(t, gmail.Throttled.SuggestedDelaySeconds)
+	require.Equal(t, 5.0, *gmail.Throttled.SuggestedDelaySeconds)
+	require.Equal(t, 3, gmail.Throttled.InARow)
+	require.Zero(t, gmail.ConsecutiveFailures, "a throttle is no failure")
+	require.Nil(t, gmail.LastFailure)
+	require.Equal(t, map[string]int64{"BandwidthExceeded": 2, "RequestThrottled": 1}, gmail.Throttles)
+	require.Nil(t, calm.Throttled, "a throttle that ended is not shown")
+	require.Equal(t, map[string]int64{"Unavailable": 1}, calm.Throttles)
+
+	require.NotNil(t, gmail.DownloadBudget)
+	require.EqualValues(t, 2_500_000_000, gmail.DownloadBudget.BytesPerDay)
+	require.EqualValues(t, 2_499_000_000, gmail.DownloadBudget.UsedBytes)
+	require.Equal(t, 24, gmail.DownloadBudget.WindowHours)
+	require.NotNil(t, gmail.DownloadBudget.ContinuesAt)
+	require.True(t, gmail.DownloadBudget.ContinuesAt.After(now.Add(24*time.Hour-time.Second)), "%v", gmail.DownloadBudget.ContinuesAt)
+	require.Nil(t, calm.DownloadBudget, "no budget configured")
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(status.NewCollector(pool, opts)))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	require.Equal(t, 2.0, got["mailfathom_account_throttled_total{account=gmail,reason=BandwidthExceeded}"])
+	require.Equal(t, 1.0, got["mailfathom_account_throttled_total{account=gmail,reason=RequestThrottled}"])
+	require.Equal(t, 1.0, got["mailfathom_account_throttled_total{account=calm,reason=Unavailable}"])
+	require.InDelta(t, 5400.0, got["mailfathom_account_throttled_seconds{account=gmail}"], 1)
+	require.Equal(t, 0.0, got["mailfathom_account_throttled_seconds{account=calm}"])
+	require.Equal(t, 2_499_000_000.0, got["mailfathom_account_download_window_bytes{account=gmail}"])
+
+	h := status.NewHandler(pool, opts, slog.New(slog.DiscardHandler))
+	mux := http.NewServeMux()
+	h.Mount(mux, func(h http.Handler) http.Handler { return h })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for path, wants := range map[string][]string{
+		"/api/v1/status": {`"throttled": {`, `"reason": "RequestThrottled"`, `"download_budget": {`, `"continues_at"`},
+		"/status":        {"Throttled by the server until " + until.Local().Format("2006-01-02 15:04:05"), "(RequestThrottled, suggested wait 5s)", "Download budget: 2.5 GB of 2.5 GB used in the last 24 h; <span class=\"bad\">reached, continues at"},
+	} {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		for _, want := range wants {
+			require.Contains(t, string(body), want, path)
+		}
+	}
+}

@@ -60,6 +60,9 @@ type Conn struct {
 	// folder is the path the last EXAMINE opened, "" when none is open.
 	folder string
 	bye    bool
+	// byeThrottle is what the BYE that ended the conversation said about
+	// asking again later (see Throttling).
+	byeThrottle Throttle
 	// compressed is set once Compress turned compression on; detached
 	// once Detach handed the stream to another client.
 	compressed, detached bool
@@ -123,7 +126,7 @@ func (c *Conn) run(ctx context.Context, timeout time.Duration, name, args string
 	reason := wd.Stop()
 	if err == nil {
 		if done.Status != "OK" {
-			return &CommandError{Command: name, Status: done.Status, Code: done.Code}
+			return &CommandError{Command: name, Status: done.Status, Code: done.Code, Throttle: c.throttleOf(done)}
 		}
 		return nil
 	}
@@ -134,9 +137,27 @@ func (c *Conn) run(ctx context.Context, timeout time.Duration, name, args string
 	case reason != nil:
 		return &TransportError{Op: name, Err: ErrTimedOut}
 	case c.bye && !errors.Is(err, ErrMalformedResponse):
-		return &TransportError{Op: name, Err: ErrServerBye}
+		return &TransportError{Op: name, Err: ErrServerBye, Throttle: c.byeThrottle}
 	}
 	return &TransportError{Op: name, Err: err}
+}
+
+// throttleOf is what a command's tagged completion done says about asking
+// again later, or, when it says nothing, what a BYE before it said.
+func (c *Conn) throttleOf(done *Response) Throttle {
+	if done.Throttle.Throttles() {
+		return done.Throttle
+	}
+	return c.byeThrottle
+}
+
+// noteBye records a BYE response r: the conversation is ending, and what
+// it says about asking again later is what the command it ends reports.
+func (c *Conn) noteBye(r *Response) {
+	c.bye = true
+	if r.Throttle.Throttles() {
+		c.byeThrottle = r.Throttle
+	}
 }
 
 // exchange writes line and reads up to the tagged response for tag.
@@ -167,7 +188,7 @@ func (c *Conn) exchange(tag string, line []byte, handle Handler) (*Response, err
 			return nil, malformed("unexpected continuation request")
 		case RespStatus:
 			if r.Status == "BYE" {
-				c.bye = true
+				c.noteBye(r)
 			}
 		case RespESearch:
 			if r.HasCorrelator && r.Correlator != tag {

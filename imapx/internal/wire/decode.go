@@ -80,8 +80,11 @@ type Response struct {
 
 	// The response code of a status response, upper-cased, and the values
 	// of the codes this package reads.
-	Code          string
-	UIDValidity   uint32 // [UIDVALIDITY n]
+	Code        string
+	UIDValidity uint32 // [UIDVALIDITY n]
+	// Throttle is what a NO, BAD or BYE says about asking again later
+	// (Throttling): a fixed reason and a suggested delay, never the text.
+	Throttle      Throttle
 	UIDNext       uint32 // [UIDNEXT n]
 	HighestModSeq uint64 // [HIGHESTMODSEQ n]
 
@@ -440,7 +443,39 @@ func (d *decoder) respText(r *Response) error {
 			return err
 		}
 	}
+	switch r.Status {
+	case "NO", "BAD", "BYE":
+		return d.throttleText(r)
+	}
 	return d.skipText()
+}
+
+// throttleText reads the text of a NO, BAD or BYE to its end, as skipText
+// does, and sets r.Throttle from its first maxThrottleText bytes, which
+// are dropped with the rest.
+func (d *decoder) throttleText(r *Response) error {
+	var buf [maxThrottleText]byte
+	text := buf[:0]
+	for n := 0; ; n++ {
+		c, err := d.peek()
+		if err != nil {
+			return err
+		}
+		if c == '\r' || c == '\n' {
+			r.Throttle = Throttling(r.Status, r.Code, string(text))
+			return d.crlf()
+		}
+		if c == 0 {
+			return malformed("NUL in text")
+		}
+		if n >= maxStringBytes {
+			return malformed("text too long")
+		}
+		_, _ = d.next()
+		if len(text) < cap(text) {
+			text = append(text, c)
+		}
+	}
 }
 
 // readCode interprets the argument of the response codes this package uses.

@@ -59,6 +59,9 @@ type CommandError struct {
 	Command string // e.g. "EXAMINE", "UID FETCH"
 	Status  string // "NO" or "BAD"
 	Code    string // response code, e.g. "NONEXISTENT"; may be empty
+	// Throttle is what the answer said about asking again later; zero
+	// when it does not throttle (see Throttling).
+	Throttle Throttle
 }
 
 func (e *CommandError) Error() string {
@@ -75,6 +78,9 @@ func (e *CommandError) Error() string {
 type TransportError struct {
 	Op  string // the command, e.g. "UID FETCH"
 	Err error  // the cause; its text is not part of Error()
+	// Throttle is what the server's BYE said about asking again later;
+	// zero when it said nothing of it (see Throttling).
+	Throttle Throttle
 }
 
 func (e *TransportError) Error() string {

@@ -83,7 +83,7 @@ func (c *Conn) Idle(ctx context.Context, timeout, renewal time.Duration) ([]stri
 		case reason != nil:
 			return nil, &TransportError{Op: name, Err: ErrTimedOut}
 		case c.bye && !errors.Is(err, ErrMalformedResponse):
-			return nil, &TransportError{Op: name, Err: ErrServerBye}
+			return nil, &TransportError{Op: name, Err: ErrServerBye, Throttle: c.byeThrottle}
 		}
 		return nil, &TransportError{Op: name, Err: err}
 	}
@@ -143,7 +143,7 @@ func (c *Conn) Idle(ctx context.Context, timeout, renewal time.Duration) ([]stri
 			}
 			_ = wd.Stop()
 			if r.Status != "OK" {
-				return nil, &CommandError{Command: name, Status: r.Status, Code: r.Code}
+				return nil, &CommandError{Command: name, Status: r.Status, Code: r.Code, Throttle: c.throttleOf(r)}
 			}
 			return changed, nil
 		case RespContinue:
@@ -165,7 +165,7 @@ func (c *Conn) Idle(ctx context.Context, timeout, renewal time.Duration) ([]stri
 			continue
 		case RespStatus:
 			if r.Status == "BYE" {
-				c.bye = true
+				c.noteBye(r)
 			}
 			if r.Code == "NOTIFICATIONOVERFLOW" {
 				return fail(ErrNotificationOverflow)
