@@ -15,6 +15,9 @@ import (
 // would ask a failing server for more connections — and the attempt ends
 // (Polling).
 func (wt *watch) subscriptionFailed(ctx context.Context, failures int, cause error, folders []watchedFolder) (int, error) {
+	if wt.throttled(ctx, cause) {
+		return failures, ctx.Err()
+	}
 	failures++
 	s := wt.lim
 	wt.logger.InfoContext(ctx, "push subscription failed", slog.Int("consecutive_failures", failures), slog.String("error", cause.Error()))
@@ -32,7 +35,7 @@ func (wt *watch) subscriptionFailed(ctx context.Context, failures int, cause err
 // DegradationPeriod while the account's other folders stay watched. A
 // failure that is the context ending counts nothing.
 func (wt *watch) folderFailed(ctx context.Context, f watchedFolder, failures int, cause error) int {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || wt.throttled(ctx, cause) {
 		return failures
 	}
 	failures++

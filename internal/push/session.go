@@ -22,5 +22,8 @@ func (wt *watch) open(ctx context.Context, operation string) (*imapx.WatchSessio
 	}
 	wt.opening.Lock()
 	defer wt.opening.Unlock()
+	if err := wt.awaitThrottle(ctx); err != nil {
+		return nil, err
+	}
 	return mailsession.OpenWatch(ctx, wt.opts.Env.Registry, wt.key, operation, ep, wt.opts.Open)
 }

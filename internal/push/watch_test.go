@@ -209,7 +209,11 @@ func modeLine(mode string) string {
 // and IDLE, with their tags (and NOTIFY's whole line), to notify and idle;
 // anything else is BAD. It records what every connection was sent.
 type watchScript struct {
-	caps    string
+	caps string
+	// login, when set, answers the authentication of connection conn
+	// (from 1) with the tagged line it returns after the tag; "" is the
+	// ordinary OK.
+	login   func(conn int) string
 	examine func(path string) []string
 	notify  func(c *imapscript.Conn, tag, line string)
 	idle    func(c *imapscript.Conn, tag string)
@@ -251,6 +255,12 @@ func (w *watchScript) script() imapscript.Script {
 		tag, _, _, ok := c.Authenticate()
 		if !ok {
 			return
+		}
+		if w.login != nil {
+			if answer := w.login(conn); answer != "" {
+				c.Send(tag + " " + answer)
+				return
+			}
 		}
 		c.Send(tag + " OK [CAPABILITY " + caps + "] logged in")
 		for {
@@ -868,4 +878,45 @@ func TestRunSubscriptionDigestsSecretsBeforeOpening(t *testing.T) {
 	cancel()
 	_, err := wait()
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestRunWaitsOutAThrottle: a server that refuses the watch's logins for a
+// while because it throttles the account (Microsoft 365's answer, with the
+// wait it suggests) is waited out: the throttle is recorded for the whole
+// account, the refusals count as no push failure — the watch does not
+// degrade to polling however many there are — and the subscription comes
+// up once the server lets the watch in.
+func TestRunWaitsOutAThrottle(t *testing.T) {
+	t.Parallel()
+	w := &watchScript{
+		notify: func(c *imapscript.Conn, tag, _ string) { c.Send(tag + " OK notifying") },
+		idle:   idleOK,
+		login: func(conn int) string {
+			if conn <= 4 {
+				return "NO Request is throttled. Suggested Backoff Time: 300 milliseconds"
+			}
+			return ""
+		},
+	}
+	ctx, b := setupScript(t, w)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := push.Run(ctx, b.account, b.lim, b.opts)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		return b.countLog("account watches its folders through one push subscription", "folders", 2) == 1
+	}, 20*time.Second, 20*time.Millisecond, "logs:\n%s", b.logs.String())
+	cancel()
+	<-done
+	require.Zero(t, b.countLog("push subscription failed too many times in a row, so its folders are synchronized by polling"),
+		"logs:\n%s", b.logs.String())
+	require.Zero(t, b.countLog("push subscription failed"), "a throttle is no failure of push")
+	require.Equal(t, 4, b.countLog("the mail server throttles the account; the watch waits", "reason", "RequestThrottled"))
+	th, found, err := mailstore.ActiveThrottle(context.Background(), b.pool, "primary", time.Time{})
+	require.NoError(t, err)
+	require.True(t, found, "the throttle is recorded for the account")
+	require.Equal(t, "RequestThrottled", th.Reason)
 }
