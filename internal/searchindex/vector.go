@@ -66,13 +66,24 @@ type PassageVector struct {
 	Vector  []float32
 }
 
-// WriteVectors stores vs under profile, each with its signature. A vector
-// is stored only while its
-// passage still holds the text it was computed from (a passage rewritten
-// in the meantime gets its own vector later) and only once: a second
-// writer of the same passage changes nothing. It returns how many were
-// stored.
+// WriteVectors stores vs under profile, each with its signature, its code
+// and copies of its message's folder and sending date, in the vector
+// index's pending list (VectorIndex.WriteVectors puts them in their lists).
+// A vector is stored only while its passage still holds the text it was
+// computed from (a passage rewritten in the meantime gets its own vector
+// later) and only once: a second writer of the same passage changes
+// nothing. It returns how many were stored.
 func WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVector) (int, error) {
+	return writeVectors(ctx, q, profile, vs, nil)
+}
+
+// writeVectors is WriteVectors putting each vector in its nearest list of
+// g (nil: pending). A list is kept only while g is still the newest
+// generation of the profile's index when the statement runs, read FOR
+// SHARE: a build that begins meanwhile waits for this statement to commit,
+// and once it has begun a passage meant for an older generation is
+// pending instead, for the build to assign.
+func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVector, g *generation) (int, error) {
 	if len(vs) == 0 {
 		return 0, nil
 	}
@@ -81,25 +92,45 @@ func WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 	digests := make([][]byte, len(vs))
 	sigs := make([]pgtype.Bits, len(vs))
 	vecs := make([][]byte, len(vs))
+	floats := make([][]float32, len(vs))
 	for i, v := range vs {
 		ids[i], ords[i] = v.Passage.StoredEmailID, v.Passage.Ordinal
 		d := sha256.Sum256([]byte(v.Passage.Text))
 		digests[i] = d[:]
 		sigs[i] = Signature(v.Vector)
 		vecs[i] = EncodeVector(v.Vector)
+		floats[i] = v.Vector
+	}
+	lists := assignLists(g, floats)
+	var codes [][]byte
+	if len(vs[0].Vector) <= MaxCodedDimensions {
+		codes = codesOf(floats)
+	} else {
+		codes = make([][]byte, len(vs))
+	}
+	newest := int16(0)
+	if g != nil {
+		newest = g.number
 	}
 	tag, err := q.Exec(ctx, `
 		WITH n AS (
-			SELECT * FROM unnest($2::uuid[], $3::smallint[], $4::bytea[], $5::varbit[], $6::bytea[]) AS n(id, o, d, s, v)),
+			SELECT * FROM unnest($2::uuid[], $3::smallint[], $4::bytea[], $5::varbit[], $6::bytea[], $7::integer[], $8::bytea[])
+				AS n(id, o, d, s, v, l, c)),
+		live AS (
+			SELECT greatest(i.serving, i.building) = $9 AND $9 > 0 AS current
+			FROM vector_indexes i WHERE i.profile_id = $1 FOR SHARE),
 		stored AS (
 			INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, vector)
 			SELECT n.id, n.o, $1, n.v
 			FROM n JOIN email_passages p ON p.stored_email_id = n.id AND p.ordinal = n.o AND sha256(convert_to(p.text, 'UTF8')) = n.d
 			ON CONFLICT (stored_email_id, ordinal, profile_id) DO NOTHING
 			RETURNING stored_email_id, ordinal)
-		INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature)
-		SELECT n.id, n.o, $1, n.s FROM stored JOIN n ON n.id = stored.stored_email_id AND n.o = stored.ordinal`,
-		profile, ids, ords, digests, sigs, vecs)
+		INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature, list_id, code, mail_folder_id, sent_at)
+		SELECT n.id, n.o, $1, n.s, CASE WHEN coalesce((SELECT current FROM live), false) THEN n.l ELSE 0 END,
+		       n.c, e.mail_folder_id, e.sent_at
+		FROM stored JOIN n ON n.id = stored.stored_email_id AND n.o = stored.ordinal
+		JOIN stored_emails e ON e.id = n.id`,
+		profile, ids, ords, digests, sigs, vecs, lists, codes, newest)
 	if err != nil {
 		return 0, fmt.Errorf("searchindex: store vectors: %w", err)
 	}
