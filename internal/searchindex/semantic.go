@@ -108,19 +108,21 @@ var errEmptyQueryVector = errors.New("searchindex: empty query vector")
 // query.Vector, best first, one hit per message (its best passage), scored
 // by the exact cosine.
 //
-// With the profile's vector index it probes the lists of each live
-// generation nearest the query: their passages' codes are read from the
-// lists index alone and scored here, and the best messages' passages are
-// re-ranked by their full vectors. Passages in no list yet (the pending
-// list) are scanned by signature and re-ranked alike, so what was embedded
-// a moment ago is found too. Without an index — and for Emails, or a
-// narrowed scope of fewer than a few thousand messages — every passage in
-// scope is scanned by signature (bit_count(signature # query), the
-// candidates re-ranked by their full vectors). Both are approximations
-// whose recall the package's benchmark measures against
-// ExactSemanticSearch; neither ever answers fewer messages than it was
-// asked for while the scope holds more: a search short of them probes
-// more lists, re-ranks more candidates and scans deeper, to every list.
+// Every passage's 4-bit code is scored here and the best messages'
+// passages are re-ranked by their full vectors. With the profile's vector
+// index the codes read are those of the lists of each live generation
+// nearest the query, and of the pending list, from the lists index alone;
+// without one, the codes of every passage in scope; for Emails, or a
+// narrowed scope of fewer than a few thousand messages, those of every
+// passage in scope, through its messages. A passage stored before codes
+// existed (or of a profile with too many dimensions for one) is scanned
+// by signature instead (bit_count(signature # query), the candidates
+// re-ranked by their full vectors) until the index's first build writes
+// its code. These are approximations whose recall the package's benchmark
+// measures against ExactSemanticSearch; none ever answers fewer messages
+// than it was asked for while the scope holds more: a search short of
+// them re-ranks more candidates, probes more lists and scans deeper, to
+// every list.
 func SemanticSearch(ctx context.Context, q Querier, query SemanticQuery) ([]SemanticHit, error) {
 	if len(query.Vector) == 0 {
 		return nil, errEmptyQueryVector
@@ -131,70 +133,69 @@ func SemanticSearch(ctx context.Context, q Querier, query SemanticQuery) ([]Sema
 	r := &semanticRun{q: q, query: query, best: map[uuid.UUID]SemanticHit{}, reranked: map[passageKey]bool{}}
 	r.limit = min(cmp.Or(max(query.Limit, 0), 20), MaxSemanticLimit)
 	r.candidates = min(max(cmp.Or(query.Candidates, DefaultCandidates), r.limit), 10_000)
+	r.reranks = max(cmp.Or(query.Rerank, 2*r.limit), minRerank)
+	r.excluded = map[uuid.UUID]bool{}
+	for _, id := range query.Exclude {
+		r.excluded[id] = true
+	}
 	ix := query.Index
 	if ix == nil {
 		ix = NewVectorIndex()
 	}
 	var serving, building int16
-	var pending bool
+	var uncoded bool
 	err := q.QueryRow(ctx, `
 		SELECT coalesce(i.serving, 0), coalesce(i.building, 0),
-		       EXISTS (SELECT 1 FROM passage_signatures s WHERE s.profile_id = $1 AND s.list_id = 0),
+		       EXISTS (SELECT 1 FROM passage_signatures s WHERE s.profile_id = $1 AND s.list_id = 0 AND s.code IS NULL),
 		       (SELECT coalesce(array_agg(f.id), '{}') FROM mail_folders f JOIN mailbox_accounts a ON a.id = f.mailbox_account_id
 		        WHERE a.account_key = ANY($2) AND ($3 = '' OR a.account_key = $3) AND ($4 = '' OR f.alias = $4))
 		FROM (SELECT) AS one LEFT JOIN vector_indexes i ON i.profile_id = $1`,
-		query.Profile, query.Accounts, query.Account, query.Alias).Scan(&serving, &building, &pending, &r.folders)
+		query.Profile, query.Accounts, query.Account, query.Alias).Scan(&serving, &building, &uncoded, &r.folders)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: semantic search: %w", err)
 	}
 	if len(r.folders) == 0 {
 		return nil, nil
 	}
-	view, err := ix.view(ctx, q, query.Profile, serving, building, pending)
-	if err != nil {
-		return nil, err
-	}
-	scan := scanAll
-	switch {
-	case len(query.Emails) > 0:
-		scan = scanEmails
-	case len(view.live()) == 0:
-	case query.narrowed():
-		small, err := r.smallScope(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !small {
-			scan = scanPending
-		}
-	default:
-		scan = scanPending
-	}
-	if scan != scanPending {
-		if err := r.scanDeep(ctx, scan); err != nil {
+	if len(query.Vector) > MaxCodedDimensions {
+		// Nothing of the profile has a code: every passage by signature.
+		if err := r.scanDeep(ctx, scanAll); err != nil {
 			return nil, err
 		}
 		return rankHits(r.best, r.limit), nil
 	}
-	pendingDone := !view.pending
-	n := r.candidates
-	if !pendingDone {
-		got, err := r.scan(ctx, scanPending, n)
-		if err != nil {
-			return nil, err
-		}
-		pendingDone = got < n
-	}
-	if err := r.probe(ctx, view.live()); err != nil {
+	view, err := ix.view(ctx, q, query.Profile, serving, building)
+	if err != nil {
 		return nil, err
 	}
-	for len(r.best) < r.limit && !pendingDone {
-		n *= 4
-		got, err := r.scan(ctx, scanPending, n)
+	whole := len(query.Emails) > 0
+	if !whole && query.narrowed() {
+		if whole, err = r.smallScope(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// The codes: of the scope's every passage, or of the nearest lists
+	// and the pending list.
+	table := newCodeTable(query.Vector)
+	if whole {
+		coded, err := r.readCodes(ctx, table, nil)
 		if err != nil {
 			return nil, err
 		}
-		pendingDone = got < n
+		if err := r.rerankCoded(ctx, coded); err != nil {
+			return nil, err
+		}
+	} else if err := r.probe(ctx, table, view.live()); err != nil {
+		return nil, err
+	}
+	if uncoded {
+		scope := scanPending
+		if whole {
+			scope = scanScope
+		}
+		if err := r.scanDeep(ctx, scope); err != nil {
+			return nil, err
+		}
 	}
 	return rankHits(r.best, r.limit), nil
 }
@@ -205,22 +206,26 @@ type semanticRun struct {
 	query      SemanticQuery
 	limit      int
 	candidates int
+	reranks    int
 	folders    []int64
+	excluded   map[uuid.UUID]bool
 	// best holds each message found so far with its best exact score;
 	// reranked, the passages whose full vectors were compared.
 	best     map[uuid.UUID]SemanticHit
 	reranked map[passageKey]bool
 }
 
-// A signature scan's scope.
+// A signature scan's scope: the passages without a code among
 const (
-	// scanAll: every passage in scope, while the profile has no index, or
-	// for a narrow scope.
+	// scanAll: every passage in scope, for a profile of more dimensions
+	// than a code holds;
 	scanAll = iota
-	// scanPending: the passages in no list.
+	// scanPending: the pending list (a passage stored before codes
+	// existed is pending until the index's first build);
 	scanPending
-	// scanEmails: the passages of query.Emails.
-	scanEmails
+	// scanScope: the passages of query.Emails, or of a narrowed scope of
+	// few messages.
+	scanScope
 )
 
 // dateConditions appends to conds the sending-date conditions of the
@@ -291,10 +296,13 @@ func (r *semanticRun) scan(ctx context.Context, scope, n int) (int, error) {
 		conds, args = r.dateConditions(conds, args, "e.sent_at")
 	}
 	conds = append(conds, "s.profile_id = $1")
-	switch scope {
-	case scanPending:
+	if scope != scanAll {
+		conds = append(conds, "s.code IS NULL")
+	}
+	switch {
+	case scope == scanPending:
 		conds = append(conds, "s.list_id = 0")
-	case scanEmails:
+	case len(r.query.Emails) > 0:
 		conds = append(conds, "s.stored_email_id = ANY("+arg(r.query.Emails)+"::uuid[])")
 	}
 	if len(r.query.Exclude) > 0 {
@@ -321,56 +329,51 @@ func (r *semanticRun) scan(ctx context.Context, scope, n int) (int, error) {
 	return len(keys), r.rerank(ctx, keys)
 }
 
-// probe finds messages through the lists of gens: it reads the codes of the
-// passages in scope in each generation's lists nearest the query, keeps
-// each message's best passage by code, and re-ranks the best messages by
-// their full vectors; while fewer messages are found than answered it
-// re-ranks four times as many, then probes four times as many lists, up to
-// all of them.
-func (r *semanticRun) probe(ctx context.Context, gens []*generation) error {
-	if len(gens) == 0 {
-		return nil
-	}
-	if len(r.query.Vector) > MaxCodedDimensions {
-		return fmt.Errorf("searchindex: semantic search: a %d-dimension vector has no code, yet the index holds lists", len(r.query.Vector))
-	}
+// probe finds messages through the lists of gens: it reads the codes of
+// the passages in scope in the pending list and each generation's lists
+// nearest the query, and re-ranks the best messages (rerankCoded); while
+// fewer messages are found than answered it probes four times as many
+// lists, up to all of them.
+func (r *semanticRun) probe(ctx context.Context, table codeTable, gens []*generation) error {
 	ranked := make([][]int, len(gens))
 	most := 0
 	for i, g := range gens {
 		ranked[i] = g.lists.ranked(r.query.Vector)
 		most = max(most, len(ranked[i]))
 	}
-	table := newCodeTable(r.query.Vector)
-	excluded := map[uuid.UUID]bool{}
-	for _, id := range r.query.Exclude {
-		excluded[id] = true
-	}
-	rerank := max(cmp.Or(r.query.Rerank, 2*r.limit), minRerank)
 	for probes := cmp.Or(r.query.Probes, DefaultProbes); ; probes *= 4 {
-		var lists []int32
+		lists := []int32{0}
 		for i, g := range gens {
 			for _, at := range ranked[i][:min(probes, len(ranked[i]))] {
 				lists = append(lists, g.listID(at))
 			}
 		}
-		coded, err := r.readCodes(ctx, table, lists, excluded)
+		coded, err := r.readCodes(ctx, table, lists)
 		if err != nil {
 			return err
 		}
-		for done := 0; ; rerank *= 4 {
-			var keys []passageKey
-			for _, c := range coded[done:min(rerank, len(coded))] {
-				keys = append(keys, c.key)
-			}
-			if err := r.rerank(ctx, keys); err != nil {
-				return err
-			}
-			done = min(rerank, len(coded))
-			if len(r.best) >= r.limit || done == len(coded) {
-				break
-			}
+		if err := r.rerankCoded(ctx, coded); err != nil {
+			return err
 		}
 		if len(r.best) >= r.limit || probes >= most {
+			return nil
+		}
+	}
+}
+
+// rerankCoded re-ranks the best r.reranks messages of coded by their best
+// passage's full vector, four times as many while fewer messages are found
+// than answered, up to all of them.
+func (r *semanticRun) rerankCoded(ctx context.Context, coded []coded) error {
+	for n := r.reranks; ; n *= 4 {
+		var keys []passageKey
+		for _, c := range coded[:min(n, len(coded))] {
+			keys = append(keys, c.key)
+		}
+		if err := r.rerank(ctx, keys); err != nil {
+			return err
+		}
+		if len(r.best) >= r.limit || n >= len(coded) {
 			return nil
 		}
 	}
@@ -382,15 +385,30 @@ type coded struct {
 	score float32
 }
 
-// readCodes returns the messages in scope with a passage in lists, each
+// readCodes returns the messages in scope with a coded passage in lists —
+// or, for nil lists, anywhere (read through the scope's messages) — each
 // with its best passage by code score, best first (ties by id).
-func (r *semanticRun) readCodes(ctx context.Context, table codeTable, lists []int32, excluded map[uuid.UUID]bool) ([]coded, error) {
-	conds, args := r.dateConditions(
-		[]string{"s.profile_id = $1", "s.list_id = ANY($2::integer[])", "s.mail_folder_id = ANY($3::bigint[])"},
-		[]any{r.query.Profile, lists, r.folders}, "s.sent_at")
-	rows, err := r.q.Query(ctx, `
-		SELECT s.stored_email_id, s.ordinal, s.code FROM passage_signatures s
-		WHERE `+strings.Join(conds, " AND "), args...)
+func (r *semanticRun) readCodes(ctx context.Context, table codeTable, lists []int32) ([]coded, error) {
+	var statement string
+	var args []any
+	if lists != nil {
+		var conds []string
+		conds, args = r.dateConditions(
+			[]string{"s.profile_id = $1", "s.list_id = ANY($2::integer[])", "s.mail_folder_id = ANY($3::bigint[])"},
+			[]any{r.query.Profile, lists, r.folders}, "s.sent_at")
+		statement = `SELECT s.stored_email_id, s.ordinal, s.code FROM passage_signatures s WHERE ` + strings.Join(conds, " AND ")
+	} else {
+		conds := []string{"e.mail_folder_id = ANY($2::bigint[])", "s.code IS NOT NULL"}
+		conds, args = r.dateConditions(conds, []any{r.query.Profile, r.folders}, "e.sent_at")
+		if len(r.query.Emails) > 0 {
+			args = append(args, r.query.Emails)
+			conds = append(conds, fmt.Sprintf("e.id = ANY($%d::uuid[])", len(args)))
+		}
+		statement = `SELECT s.stored_email_id, s.ordinal, s.code
+			FROM served_stored_emails e JOIN passage_signatures s ON s.stored_email_id = e.id AND s.profile_id = $1
+			WHERE ` + strings.Join(conds, " AND ")
+	}
+	rows, err := r.q.Query(ctx, statement, args...)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: semantic search: read codes: %w", err)
 	}
@@ -405,7 +423,7 @@ func (r *semanticRun) readCodes(ctx context.Context, table codeTable, lists []in
 			return nil, errors.New("searchindex: semantic search: read codes: a row is not in the binary format")
 		}
 		id := uuid.UUID(raw[0])
-		if excluded[id] {
+		if r.excluded[id] {
 			continue
 		}
 		score, ok := table.score(raw[2])

@@ -153,10 +153,18 @@ type TrainedGeneration struct {
 // sample is about 100 MB of vectors and the training a few seconds of
 // every core.
 func TrainGeneration(ctx context.Context, q Querier, s IndexStatus) (*TrainedGeneration, error) {
+	return TrainGenerationWith(ctx, q, s, ListsFor(s.Passages))
+}
+
+// TrainGenerationWith is TrainGeneration training k lists (1 to 65 535),
+// for comparing list counts.
+func TrainGenerationWith(ctx context.Context, q Querier, s IndexStatus, k int) (*TrainedGeneration, error) {
 	if s.Passages <= 0 {
 		return nil, errors.New("searchindex: train a generation: the profile has no passages")
 	}
-	k := ListsFor(s.Passages)
+	if k < 1 || k > 65535 {
+		return nil, fmt.Errorf("searchindex: train a generation: %d lists", k)
+	}
 	want := min(s.Passages, int64(k)*samplePerList)
 	pct := min(100, 150*float64(want)/float64(s.Passages))
 	var sample [][]float32

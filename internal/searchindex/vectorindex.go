@@ -45,11 +45,9 @@ func (g *generation) listID(i int) int32 { return int32(g.number)<<16 | int32(i+
 func firstListID(number int16) int32 { return int32(number) << 16 }
 
 // indexView is a profile's index as one statement read it: the serving and
-// the building generation (nil for none) and whether any passage is
-// pending.
+// the building generation, nil for none.
 type indexView struct {
 	serving, building *generation
-	pending           bool
 }
 
 // newest is the generation new passages go into: the one being built, or
@@ -75,9 +73,9 @@ func (v indexView) live() []*generation {
 // view returns the profile's index, the generations' centroids loaded
 // (from this VectorIndex when it holds them), given the serving and
 // building generation numbers a statement read.
-func (ix *VectorIndex) view(ctx context.Context, q Querier, profile, serving, building int16, pending bool) (indexView, error) {
+func (ix *VectorIndex) view(ctx context.Context, q Querier, profile, serving, building int16) (indexView, error) {
 	ix.forget(profile, serving, building)
-	v := indexView{pending: pending}
+	var v indexView
 	var err error
 	if v.serving, err = ix.generation(ctx, q, profile, serving); err != nil {
 		return indexView{}, err
@@ -91,15 +89,13 @@ func (ix *VectorIndex) view(ctx context.Context, q Querier, profile, serving, bu
 // readView reads the profile's index.
 func (ix *VectorIndex) readView(ctx context.Context, q Querier, profile int16) (indexView, error) {
 	var serving, building int16
-	var pending bool
 	err := q.QueryRow(ctx, `
-		SELECT coalesce(i.serving, 0), coalesce(i.building, 0),
-		       EXISTS (SELECT 1 FROM passage_signatures s WHERE s.profile_id = $1 AND s.list_id = 0)
-		FROM (SELECT) AS one LEFT JOIN vector_indexes i ON i.profile_id = $1`, profile).Scan(&serving, &building, &pending)
+		SELECT coalesce(i.serving, 0), coalesce(i.building, 0)
+		FROM (SELECT) AS one LEFT JOIN vector_indexes i ON i.profile_id = $1`, profile).Scan(&serving, &building)
 	if err != nil {
 		return indexView{}, fmt.Errorf("searchindex: read the vector index: %w", err)
 	}
-	return ix.view(ctx, q, profile, serving, building, pending)
+	return ix.view(ctx, q, profile, serving, building)
 }
 
 // forget drops the profile's cached generations other than the live ones.

@@ -336,4 +336,34 @@ func TestVectorIndex(t *testing.T) {
 			require.Equal(t, int32(second), listOf(t, b, id, 0)>>16)
 		}
 	})
+
+	t.Run("PassagesStoredBeforeCodesAreFoundBySignature", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 1000)
+		// As the migration leaves what was embedded before it: no code, no
+		// copies, pending.
+		_, err := b.pool.Exec(b.ctx, `UPDATE passage_signatures SET code = NULL, mail_folder_id = NULL, sent_at = NULL WHERE ordinal = 1`)
+		require.NoError(t, err)
+		check := func(t *testing.T) {
+			t.Helper()
+			for i := 1; i < len(b.seeded.Vectors); i += 3 * 37 {
+				for _, narrow := range []func(*searchindex.SemanticQuery){nil, func(q *searchindex.SemanticQuery) { q.Alias = b.seeded.Emails[i/perEmail].Alias }} {
+					q := query(b, b.seeded.Vectors[i])
+					if narrow != nil {
+						narrow(&q)
+					}
+					hits, err := searchindex.SemanticSearch(b.ctx, b.pool, q)
+					require.NoError(t, err)
+					require.Equal(t, b.seeded.Emails[i/perEmail].ID, hits[0].StoredEmailID, "passage %d", i)
+					require.Equal(t, int16(1), hits[0].Passage)
+				}
+			}
+		}
+		check(t)
+		vectortest.Build(t, b.ctx, b.pool, b.ix, b.seeded.Profile, 10000)
+		var uncoded int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM passage_signatures WHERE code IS NULL OR mail_folder_id IS NULL`).Scan(&uncoded))
+		require.Zero(t, uncoded, "the build wrote every code and copy")
+		check(t)
+	})
 }
