@@ -103,14 +103,14 @@ func New(opts Options) (*mcp.Server, error) {
 	})
 	s.addAccountTools(srv)
 	s.addEmailTools(srv)
-	s.addSearchTool(srv)
+	s.addSearchTools(srv)
 	s.addMutationTools(srv)
 	return srv, nil
 }
 
 const instructions = `MailFathom keeps a searchable copy of the user's IMAP mailboxes.
 Ids are stable: an email_id names one message in one folder until it leaves the folder.
-Find mail with list_emails (newest first, paged with next_cursor) or search_emails, read it with get_email and get_thread.
+Find mail with list_emails (newest first, paged with next_cursor), search_emails or find_similar_emails, read it with get_email and get_thread.
 Changes (move_email, copy_email, delete_email, mark_read, mark_unread) are recorded and carried out on the server shortly after;
 pass the same request_id again to retry without asking twice, and follow progress with get_mutation.`
 

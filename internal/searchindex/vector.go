@@ -278,3 +278,52 @@ func dot(q []float32, b []byte) (float32, error) {
 	}
 	return s, nil
 }
+
+// EmailVector returns the normalized mean of the vectors of the message
+// id's passages under profile — one vector standing for the whole message,
+// what a search for similar mail starts from — or nil when the message is
+// not served in accounts or has no vector under profile.
+func EmailVector(ctx context.Context, q Querier, profile int16, accounts []string, id uuid.UUID) ([]float32, error) {
+	rows, err := q.Query(ctx, `
+		SELECT v.vector FROM served_stored_emails e
+		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
+		JOIN passage_vectors v ON v.stored_email_id = e.id AND v.profile_id = $1
+		WHERE e.id = $2 AND a.account_key = ANY($3)`, profile, id, accounts)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: read a message's vectors: %w", err)
+	}
+	var sum []float64
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
+		v, err := DecodeVector(raw)
+		if err != nil {
+			return err
+		}
+		if sum == nil {
+			sum = make([]float64, len(v))
+		}
+		for i := range min(len(v), len(sum)) {
+			sum[i] += float64(v[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: read a message's vectors: %w", err)
+	}
+	if sum == nil {
+		return nil, nil
+	}
+	var norm float64
+	for _, x := range sum {
+		norm += x * x
+	}
+	out := make([]float32, len(sum))
+	if norm == 0 {
+		return out, nil
+	}
+	norm = math.Sqrt(norm)
+	for i, x := range sum {
+		out[i] = float32(x / norm)
+	}
+	return out, nil
+}
