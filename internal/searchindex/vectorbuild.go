@@ -347,3 +347,14 @@ func FinishGeneration(ctx context.Context, tx pgx.Tx, profile, number int16) (bo
 	}
 	return true, nil
 }
+
+// VacuumLists vacuums and analyzes the signature rows the lists index
+// covers, outside any transaction: once their pages are all-visible a
+// probe reads the moved passages' codes from the index alone, without
+// visiting the rows. Autovacuum gets there too, later.
+func VacuumLists(ctx context.Context, q Querier) error {
+	if _, err := q.Exec(ctx, `VACUUM (ANALYZE) passage_signatures`); err != nil {
+		return fmt.Errorf("searchindex: vacuum the vector index: %w", err)
+	}
+	return nil
+}
