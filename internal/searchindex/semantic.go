@@ -146,7 +146,7 @@ func SemanticSearch(ctx context.Context, q Querier, query SemanticQuery) ([]Sema
 	var uncoded bool
 	err := q.QueryRow(ctx, `
 		SELECT coalesce(i.serving, 0), coalesce(i.building, 0),
-		       EXISTS (SELECT 1 FROM passage_signatures s WHERE s.profile_id = $1 AND s.list_id = 0 AND s.code IS NULL),
+		       mailfathom_vector_uncoded($1),
 		       (SELECT coalesce(array_agg(f.id), '{}') FROM mail_folders f JOIN mailbox_accounts a ON a.id = f.mailbox_account_id
 		        WHERE a.account_key = ANY($2) AND ($3 = '' OR a.account_key = $3) AND ($4 = '' OR f.alias = $4))
 		FROM (SELECT) AS one LEFT JOIN vector_indexes i ON i.profile_id = $1`,
@@ -392,11 +392,8 @@ func (r *semanticRun) readCodes(ctx context.Context, table codeTable, lists []in
 	var statement string
 	var args []any
 	if lists != nil {
-		var conds []string
-		conds, args = r.dateConditions(
-			[]string{"s.profile_id = $1", "s.list_id = ANY($2::integer[])", "s.mail_folder_id = ANY($3::bigint[])"},
-			[]any{r.query.Profile, lists, r.folders}, "s.sent_at")
-		statement = `SELECT s.stored_email_id, s.ordinal, s.code FROM passage_signatures s WHERE ` + strings.Join(conds, " AND ")
+		statement = `SELECT stored_email_id, ordinal, code FROM mailfathom_vector_codes($1, $2, $3, $4, $5)`
+		args = []any{r.query.Profile, lists, r.folders, r.query.SentSince, r.query.SentUntil}
 	} else {
 		conds := []string{"e.mail_folder_id = ANY($2::bigint[])", "s.code IS NOT NULL"}
 		conds, args = r.dateConditions(conds, []any{r.query.Profile, r.folders}, "e.sent_at")

@@ -327,3 +327,49 @@ func EmailVector(ctx context.Context, q Querier, profile int16, accounts []strin
 	}
 	return out, nil
 }
+
+// Profile is one recorded embedding profile.
+type Profile struct {
+	ID         int16
+	Model      string
+	Dimensions int
+}
+
+// Profiles returns every recorded embedding profile, in id order.
+func Profiles(ctx context.Context, q Querier) ([]Profile, error) {
+	rows, err := q.Query(ctx, `SELECT id, model, dimensions FROM embedding_profiles ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: list the embedding profiles: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Profile])
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: list the embedding profiles: %w", err)
+	}
+	return out, nil
+}
+
+// PruneVectors removes at most limit of the profile's vectors (and their
+// signatures) in one statement, and returns how many it removed: a
+// profile no longer active is pruned in bounded batches, each its own
+// transaction, so nothing else waits long behind one. It finds the
+// vectors through the lists index, whose range the profile leads.
+func PruneVectors(ctx context.Context, q Querier, profile int16, limit int) (int, error) {
+	tag, err := q.Exec(ctx, `
+		DELETE FROM passage_vectors v
+		USING (SELECT s.stored_email_id, s.ordinal FROM passage_signatures s WHERE s.profile_id = $1 LIMIT $2) d
+		WHERE v.stored_email_id = d.stored_email_id AND v.ordinal = d.ordinal AND v.profile_id = $1`, profile, limit)
+	if err != nil {
+		return 0, fmt.Errorf("searchindex: prune vectors: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DropProfile removes the profile's record and its vector index, once
+// PruneVectors has removed its vectors (any left go with it, in one
+// statement).
+func DropProfile(ctx context.Context, q Querier, profile int16) error {
+	if _, err := q.Exec(ctx, `DELETE FROM embedding_profiles WHERE id = $1`, profile); err != nil {
+		return fmt.Errorf("searchindex: drop the embedding profile: %w", err)
+	}
+	return nil
+}

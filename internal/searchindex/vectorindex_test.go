@@ -366,4 +366,66 @@ func TestVectorIndex(t *testing.T) {
 		require.Zero(t, uncoded, "the build wrote every code and copy")
 		check(t)
 	})
+
+	t.Run("ASearchReadsNoOtherProfilesRows", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 3000)
+		// The same mail embedded again under a second profile, the active
+		// one, for a third of it.
+		active, err := searchindex.EnsureProfile(b.ctx, b.pool, "active-model", dims)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(b.ctx, `
+			INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, vector)
+			SELECT stored_email_id, ordinal, $1, vector FROM passage_vectors WHERE ordinal = 0`, active)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(b.ctx, `
+			INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature, code, mail_folder_id, sent_at)
+			SELECT stored_email_id, ordinal, $1, signature, code, mail_folder_id, sent_at FROM passage_signatures WHERE ordinal = 0`, active)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(b.ctx, `VACUUM ANALYZE passage_vectors, passage_signatures`)
+		require.NoError(t, err)
+
+		for _, indexed := range []bool{false, true} {
+			if indexed {
+				vectortest.Build(t, b.ctx, b.pool, b.ix, active, 10000)
+			}
+			// The search on a connection of its own, in a transaction whose
+			// reads of the two tables' rows — by scan or through an index —
+			// PostgreSQL counts apart (pg_stat_xact_user_tables: what the
+			// connection has not yet reported, which on a fresh one is the
+			// transaction's alone).
+			conn, err := pgx.Connect(b.ctx, b.pool.Config().ConnString())
+			require.NoError(t, err)
+			defer conn.Close(context.WithoutCancel(b.ctx))
+			tx, err := conn.Begin(b.ctx)
+			require.NoError(t, err)
+			q := query(b, b.seeded.Vectors[0])
+			q.Profile = active
+			hits, err := searchindex.SemanticSearch(b.ctx, tx, q)
+			require.NoError(t, err)
+			require.Equal(t, b.seeded.Emails[0].ID, hits[0].StoredEmailID)
+			var read int64
+			require.NoError(t, tx.QueryRow(b.ctx, `
+				SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)) FROM pg_stat_xact_user_tables
+				WHERE relname IN ('passage_vectors', 'passage_signatures')`).Scan(&read))
+			require.NoError(t, tx.Rollback(b.ctx))
+			require.Less(t, read, int64(9000), "rows read: the active profile has 3 000, the other 9 000 (index built: %v)", indexed)
+		}
+
+		// The other profile's vectors go in bounded batches, the active
+		// one's stay.
+		for _, want := range []int{4000, 4000, 1000, 0} {
+			n, err := searchindex.PruneVectors(b.ctx, b.pool, b.seeded.Profile, 4000)
+			require.NoError(t, err)
+			require.Equal(t, want, n)
+		}
+		require.NoError(t, searchindex.DropProfile(b.ctx, b.pool, b.seeded.Profile))
+		profiles, err := searchindex.Profiles(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, []searchindex.Profile{{ID: active, Model: "active-model", Dimensions: dims}}, profiles)
+		hits, err := searchindex.SemanticSearch(b.ctx, b.pool, searchindex.SemanticQuery{Profile: active, Vector: b.seeded.Vectors[0],
+			Accounts: []string{"primary"}, Index: b.ix})
+		require.NoError(t, err)
+		require.Equal(t, b.seeded.Emails[0].ID, hits[0].StoredEmailID)
+	})
 }

@@ -1,3 +1,5 @@
+DROP FUNCTION mailfathom_vector_uncoded(smallint);
+DROP FUNCTION mailfathom_vector_codes(smallint, integer[], bigint[], timestamptz, timestamptz);
 DROP TRIGGER stored_emails_passage_signatures_follow ON stored_emails;
 DROP FUNCTION mailfathom_passage_signatures_follow();
 CREATE INDEX ix_passage_vectors_profile ON passage_vectors (profile_id);

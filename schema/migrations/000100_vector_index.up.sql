@@ -90,3 +90,35 @@ AFTER UPDATE OF sent_at, mail_folder_id ON stored_emails
 FOR EACH ROW
 WHEN (OLD.sent_at IS DISTINCT FROM NEW.sent_at OR OLD.mail_folder_id IS DISTINCT FROM NEW.mail_folder_id)
 EXECUTE FUNCTION mailfathom_passage_signatures_follow();
+
+-- mailfathom_vector_codes returns the codes of a profile's passages in
+-- lists (0 the pending list) of messages in folders, sent in
+-- [since, until) when those are given: a probe. It reads the lists index
+-- alone, never the table: left to itself the planner scanned the whole
+-- table — every profile's rows — once the profile's pending list held a
+-- quarter of them and their pages were not yet all-visible.
+CREATE FUNCTION mailfathom_vector_codes(
+    profile smallint, lists integer[], folders bigint[], since timestamptz, until timestamptz)
+RETURNS TABLE (stored_email_id uuid, ordinal smallint, code bytea)
+LANGUAGE sql STABLE
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET max_parallel_workers_per_gather = 0
+AS $$
+    SELECT s.stored_email_id, s.ordinal, s.code
+    FROM passage_signatures s
+    WHERE s.profile_id = profile AND s.list_id = ANY(lists) AND s.mail_folder_id = ANY(folders)
+      AND (since IS NULL OR s.sent_at >= since) AND (until IS NULL OR s.sent_at < until)
+$$;
+
+-- mailfathom_vector_uncoded reports whether any of a profile's passages
+-- has no code (stored before codes existed: pending until the index's
+-- first build), through the lists index alone.
+CREATE FUNCTION mailfathom_vector_uncoded(profile smallint)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+AS $$
+    SELECT EXISTS (SELECT 1 FROM passage_signatures s WHERE s.profile_id = profile AND s.list_id = 0 AND s.code IS NULL)
+$$;

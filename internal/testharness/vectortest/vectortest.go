@@ -223,9 +223,25 @@ func Seed(tb testing.TB, ctx context.Context, pool *pgxpool.Pool, layout Layout,
 				bindings[folderOf[i/layout.PerEmail]].folder, e.SentAt}, nil
 		}))
 	fail(err)
-	_, err = pool.Exec(ctx, `VACUUM ANALYZE stored_emails, email_passages, passage_vectors, passage_signatures`)
-	fail(err)
+	fail(vacuum(ctx, pool, "stored_emails, email_passages, passage_vectors, passage_signatures"))
 	return s
+}
+
+// vacuum vacuums and analyzes tables once every commit before it is
+// durable: a test cluster commits asynchronously (synchronous_commit off),
+// and VACUUM leaves a page a row committed so was written to not
+// all-visible until the commit's WAL is flushed — index-only scans would
+// then visit it. One synchronous commit flushes all that came before.
+func vacuum(ctx context.Context, pool *pgxpool.Pool, tables string) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on; SELECT txid_current()`)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, `VACUUM ANALYZE `+tables)
+	return err
 }
 
 // Build builds the profile's vector index as the vector_index jobs do,
@@ -271,7 +287,7 @@ func Assign(tb testing.TB, ctx context.Context, pool *pgxpool.Pool, ix *searchin
 			tb.Fatalf("vectortest: %v", err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE passage_signatures`); err != nil {
+	if err := vacuum(ctx, pool, "passage_signatures"); err != nil {
 		tb.Fatalf("vectortest: %v", err)
 	}
 }
