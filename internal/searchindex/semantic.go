@@ -178,7 +178,7 @@ func SemanticSearch(ctx context.Context, q Querier, query SemanticQuery) ([]Sema
 	// and the pending list.
 	table := newCodeTable(query.Vector)
 	if whole {
-		coded, err := r.readCodes(ctx, table, nil)
+		coded, err := r.readCodes(ctx, table, nil, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -330,10 +330,11 @@ func (r *semanticRun) scan(ctx context.Context, scope, n int) (int, error) {
 }
 
 // probe finds messages through the lists of gens: it reads the codes of
-// the passages in scope in the pending list and each generation's lists
-// nearest the query, and re-ranks the best messages (rerankCoded); while
-// fewer messages are found than answered it probes four times as many
-// lists, up to all of them.
+// the passages in scope in each generation's lists nearest the query and
+// in every list below the oldest generation's (the pending list, and a
+// passage written into a generation since replaced), and re-ranks the best
+// messages (rerankCoded); while fewer messages are found than answered it
+// probes four times as many lists, up to all of them.
 func (r *semanticRun) probe(ctx context.Context, table codeTable, gens []*generation) error {
 	ranked := make([][]int, len(gens))
 	most := 0
@@ -341,14 +342,21 @@ func (r *semanticRun) probe(ctx context.Context, table codeTable, gens []*genera
 		ranked[i] = g.lists.ranked(r.query.Vector)
 		most = max(most, len(ranked[i]))
 	}
+	below := int32(1)
+	if len(gens) > 0 {
+		below = firstListID(gens[0].number)
+		for _, g := range gens[1:] {
+			below = min(below, firstListID(g.number))
+		}
+	}
 	for probes := cmp.Or(r.query.Probes, DefaultProbes); ; probes *= 4 {
-		lists := []int32{0}
+		var lists []int32
 		for i, g := range gens {
 			for _, at := range ranked[i][:min(probes, len(ranked[i]))] {
 				lists = append(lists, g.listID(at))
 			}
 		}
-		coded, err := r.readCodes(ctx, table, lists)
+		coded, err := r.readCodes(ctx, table, lists, below)
 		if err != nil {
 			return err
 		}
@@ -385,15 +393,16 @@ type coded struct {
 	score float32
 }
 
-// readCodes returns the messages in scope with a coded passage in lists —
-// or, for nil lists, anywhere (read through the scope's messages) — each
-// with its best passage by code score, best first (ties by id).
-func (r *semanticRun) readCodes(ctx context.Context, table codeTable, lists []int32) ([]coded, error) {
+// readCodes returns the messages in scope with a coded passage in lists or
+// below the list below — or, for nil lists, anywhere (read through the
+// scope's messages) — each with its best passage by code score, best
+// first (ties by id).
+func (r *semanticRun) readCodes(ctx context.Context, table codeTable, lists []int32, below int32) ([]coded, error) {
 	var statement string
 	var args []any
-	if lists != nil {
-		statement = `SELECT stored_email_id, ordinal, code FROM mailfathom_vector_codes($1, $2, $3, $4, $5)`
-		args = []any{r.query.Profile, lists, r.folders, r.query.SentSince, r.query.SentUntil}
+	if lists != nil || below > 0 {
+		statement = `SELECT stored_email_id, ordinal, code FROM mailfathom_vector_codes($1, $2, $3, $4, $5, $6)`
+		args = []any{r.query.Profile, append([]int32{}, lists...), below, r.folders, r.query.SentSince, r.query.SentUntil}
 	} else {
 		conds := []string{"e.mail_folder_id = ANY($2::bigint[])", "s.code IS NOT NULL"}
 		conds, args = r.dateConditions(conds, []any{r.query.Profile, r.folders}, "e.sent_at")

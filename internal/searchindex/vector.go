@@ -66,9 +66,10 @@ type PassageVector struct {
 	Vector  []float32
 }
 
-// WriteVectors stores vs under profile, each with its signature, its code
-// and copies of its message's folder and sending date, in the vector
-// index's pending list (VectorIndex.WriteVectors puts them in their lists).
+// WriteVectors stores vs under profile, each with its code (its signature
+// instead, for a profile of more than MaxCodedDimensions) and copies of
+// its message's folder and sending date, in the vector index's pending
+// list (VectorIndex.WriteVectors puts them in their lists).
 // A vector is stored only while its passage still holds the text it was
 // computed from (a passage rewritten in the meantime gets its own vector
 // later) and only once: a second writer of the same passage changes
@@ -78,11 +79,14 @@ func WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 }
 
 // writeVectors is WriteVectors putting each vector in its nearest list of
-// g (nil: pending). A list is kept only while g is still the newest
-// generation of the profile's index when the statement runs, read FOR
-// SHARE: a build that begins meanwhile waits for this statement to commit,
-// and once it has begun a passage meant for an older generation is
-// pending instead, for the build to assign.
+// g (nil: pending). A list is kept only while g is the newest generation
+// of the profile's index as the statement reads it, so a passage meant for
+// a generation a build has since begun to replace is pending instead, for
+// the build to assign. The read takes no lock: a build that begins while
+// the statement runs may still see it commit into the older generation,
+// and such a passage lies below the live generations' lists once the
+// build is done, where every search reads it as it reads the pending list
+// and the index's next check assigns it.
 func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVector, g *generation) (int, error) {
 	if len(vs) == 0 {
 		return 0, nil
@@ -102,11 +106,11 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 		floats[i] = v.Vector
 	}
 	lists := assignLists(g, floats)
-	var codes [][]byte
+	codes := make([][]byte, len(vs))
 	if len(vs[0].Vector) <= MaxCodedDimensions {
+		// A coded passage is never ranked by its signature.
 		codes = codesOf(floats)
-	} else {
-		codes = make([][]byte, len(vs))
+		clear(sigs)
 	}
 	newest := int16(0)
 	if g != nil {
@@ -118,7 +122,7 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 				AS n(id, o, d, s, v, l, c)),
 		live AS (
 			SELECT greatest(i.serving, i.building) = $9 AND $9 > 0 AS current
-			FROM vector_indexes i WHERE i.profile_id = $1 FOR SHARE),
+			FROM vector_indexes i WHERE i.profile_id = $1),
 		stored AS (
 			INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, vector)
 			SELECT n.id, n.o, $1, n.v

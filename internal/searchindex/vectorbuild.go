@@ -58,10 +58,11 @@ type IndexStatus struct {
 	// count and the passages it was trained on.
 	ServingLists    int
 	ServingPassages int64
-	// Passages counts the profile's passages with vectors, Pending those
-	// in no list, Outside those not in a list of the newest generation
-	// (pending included), and LargestList the serving generation's
-	// largest list.
+	// Passages counts the profile's passages with vectors; Pending those
+	// in no live generation's list (the pending list, and a generation
+	// replaced while an embed job wrote into it); Outside those not in a
+	// list of the newest generation (pending included); and LargestList
+	// the serving generation's largest list.
 	Passages, Pending, Outside, LargestList int64
 }
 
@@ -83,19 +84,19 @@ func ReadIndexStatus(ctx context.Context, q Querier, profile int16) (IndexStatus
 	if err != nil {
 		return IndexStatus{}, fmt.Errorf("searchindex: count the vector index's lists: %w", err)
 	}
-	newest := firstListID(max(s.Serving, s.Building))
+	newest, oldest := firstListID(max(s.Serving, s.Building)), oldestLive(s.Serving, s.Building)
 	var list int32
 	var n int64
 	_, err = pgx.ForEachRow(rows, []any{&list, &n}, func() error {
 		s.Passages += n
-		switch {
-		case list == 0:
+		if list < oldest {
 			s.Pending += n
-		case int16(list>>16) == s.Serving:
-			s.LargestList = max(s.LargestList, n)
 		}
 		if list < newest || newest == 0 {
 			s.Outside += n
+		}
+		if s.Serving > 0 && int16(list>>16) == s.Serving {
+			s.LargestList = max(s.LargestList, n)
 		}
 		return nil
 	})
@@ -136,6 +137,19 @@ func (s IndexStatus) Next() IndexStep {
 // Target is the generation IndexAssign moves passages into: the one being
 // built, else the serving one.
 func (s IndexStatus) Target() int16 { return max(s.Building, s.Serving) }
+
+// oldestLive is the lowest list_id of the oldest live generation: every
+// passage below it is in no live generation's list. Without one, 1 (the
+// pending list alone).
+func oldestLive(serving, building int16) int32 {
+	switch {
+	case serving > 0 && building > 0:
+		return firstListID(min(serving, building))
+	case serving > 0 || building > 0:
+		return firstListID(max(serving, building))
+	}
+	return 1
+}
 
 // TrainedGeneration is a generation's centroids, trained and not yet
 // recorded.
@@ -201,11 +215,9 @@ func TrainGenerationWith(ctx context.Context, q Querier, s IndexStatus, k int) (
 }
 
 // BeginGeneration records t as the profile's next generation, the one
-// being built, in tx, and returns its number. It waits for the embed
-// writes under way (which hold the index's row FOR SHARE): every one
-// after it sees the new generation as the newest and writes into its
-// lists or the pending list, never into the serving generation's, which
-// would leave a passage behind once the build moves the rest.
+// being built, in tx, and returns its number; it refuses while another is
+// being built. Embed jobs see it as the newest from then on and write
+// into its lists, or pending.
 func BeginGeneration(ctx context.Context, tx pgx.Tx, t *TrainedGeneration) (int16, error) {
 	if _, err := tx.Exec(ctx, `INSERT INTO vector_indexes (profile_id) VALUES ($1) ON CONFLICT (profile_id) DO NOTHING`, t.Profile); err != nil {
 		return 0, fmt.Errorf("searchindex: begin a generation: %w", err)
@@ -316,7 +328,10 @@ func (ix *VectorIndex) AssignBatch(ctx context.Context, tx pgx.Tx, profile, numb
 // older generations' centroids; it reports whether number now serves (a
 // serving generation whose pending passages are all assigned does too).
 // It reports false, doing nothing, while passages remain outside, and
-// for a generation no longer live.
+// for a generation no longer live. An embed job that read the older
+// generation as the newest before the build began may commit into its
+// lists after this: searches read such a passage as pending, and the
+// next check assigns it.
 func FinishGeneration(ctx context.Context, tx pgx.Tx, profile, number int16) (bool, error) {
 	var serving, building int16
 	err := tx.QueryRow(ctx, `SELECT serving, building FROM vector_indexes WHERE profile_id = $1 FOR UPDATE`, profile).Scan(&serving, &building)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,11 +22,29 @@ import (
 type VectorIndex struct {
 	mu   sync.Mutex
 	gens map[generationKey]*generation
+	// newest holds, per profile, the newest generation a write read and
+	// when: writes reuse it for writeViewAge.
+	newest map[int16]newestRead
+	now    func() time.Time
 }
+
+// newestRead is the newest generation of a profile's index, as read at.
+type newestRead struct {
+	number int16
+	at     time.Time
+}
+
+// writeViewAge is how long writes put passages in the lists of the
+// newest generation they last read before they read it again. A write
+// into a generation that is no longer the newest (a build began
+// meanwhile) leaves its passages pending, for the build to assign, so a
+// write never needs the index read anew; reading it once a few seconds
+// spares every embed job a statement.
+const writeViewAge = 10 * time.Second
 
 // NewVectorIndex returns an empty VectorIndex.
 func NewVectorIndex() *VectorIndex {
-	return &VectorIndex{gens: map[generationKey]*generation{}}
+	return &VectorIndex{gens: map[generationKey]*generation{}, newest: map[int16]newestRead{}, now: time.Now}
 }
 
 type generationKey struct{ profile, number int16 }
@@ -150,20 +169,42 @@ func (ix *VectorIndex) generation(ctx context.Context, q Querier, profile, numbe
 
 // WriteVectors is the package's WriteVectors that also puts each vector
 // in its nearest list of the newest generation of the profile's index (the
-// one being built, else the serving one), read as it writes: a passage is
-// found through the lists from its first search on. Without an index, or
-// should a build have begun since the index was read, the passages are
-// pending, which every search scans, until the index's next step assigns
-// them.
+// one being built, else the serving one), as read within writeViewAge: a
+// passage is found through the lists from its first search on. Without an
+// index, or should a build have begun since the index was read, the
+// passages are pending, which every search scans, until the index's next
+// step assigns them.
 func (ix *VectorIndex) WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVector) (int, error) {
 	if len(vs) == 0 {
 		return 0, nil
 	}
-	v, err := ix.readView(ctx, q, profile)
+	g, err := ix.newestGeneration(ctx, q, profile)
 	if err != nil {
 		return 0, err
 	}
-	return writeVectors(ctx, q, profile, vs, v.newest())
+	return writeVectors(ctx, q, profile, vs, g)
+}
+
+// newestGeneration returns the newest generation of the profile's index
+// (nil for none) as read at most writeViewAge ago.
+func (ix *VectorIndex) newestGeneration(ctx context.Context, q Querier, profile int16) (*generation, error) {
+	ix.mu.Lock()
+	read, ok := ix.newest[profile]
+	ix.mu.Unlock()
+	if !ok || ix.now().Sub(read.at) >= writeViewAge {
+		v, err := ix.readView(ctx, q, profile)
+		if err != nil {
+			return nil, err
+		}
+		read = newestRead{at: ix.now()}
+		if g := v.newest(); g != nil {
+			read.number = g.number
+		}
+		ix.mu.Lock()
+		ix.newest[profile] = read
+		ix.mu.Unlock()
+	}
+	return ix.generation(ctx, q, profile, read.number)
 }
 
 // assignLists returns each vector's list_id in g (0 for every one when g

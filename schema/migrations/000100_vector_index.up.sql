@@ -9,14 +9,15 @@
 -- index per list — and re-ranks a few by their full vectors.
 --
 -- list_id is generation << 16 | list number (1 to 65 535): 0 is the
--- pending list of passages in no list yet, which every search scans by
--- signature as it scanned every passage before the index existed.
+-- pending list of passages in no list yet. Every search reads the whole
+-- range below its oldest live generation's lists — the pending list, and
+-- any passage an embed job wrote into a generation a newer one replaced
+-- meanwhile — so a passage is always found, and the index's next step
+-- assigns those.
 
 -- vector_indexes is a profile's index: the generation searches probe
 -- (serving) and the one being built (building), 0 for none. Only the
--- vector_index jobs change it; an embed job reads it FOR SHARE as it
--- writes, so a build cannot begin between its reading which generation is
--- newest and its committing rows into that generation's lists.
+-- vector_index jobs change it.
 CREATE TABLE vector_indexes (
     profile_id smallint PRIMARY KEY REFERENCES embedding_profiles (id) ON DELETE CASCADE,
     serving    smallint NOT NULL DEFAULT 0,
@@ -55,6 +56,10 @@ ALTER TABLE passage_signatures
     ADD COLUMN code           bytea,
     ADD COLUMN mail_folder_id bigint,
     ADD COLUMN sent_at        timestamptz;
+-- A passage with a code needs no signature: only passages without one
+-- (stored before codes existed, or of a profile with more dimensions than
+-- a code holds) are ranked by their sign bits.
+ALTER TABLE passage_signatures ALTER COLUMN signature DROP NOT NULL;
 -- A code is read on every probe: never compressed, never out of line (at
 -- most 2 052 bytes, for 4 096 dimensions).
 ALTER TABLE passage_signatures ALTER COLUMN code SET STORAGE PLAIN;
@@ -92,13 +97,14 @@ WHEN (OLD.sent_at IS DISTINCT FROM NEW.sent_at OR OLD.mail_folder_id IS DISTINCT
 EXECUTE FUNCTION mailfathom_passage_signatures_follow();
 
 -- mailfathom_vector_codes returns the codes of a profile's passages in
--- lists (0 the pending list) of messages in folders, sent in
--- [since, until) when those are given: a probe. It reads the lists index
--- alone, never the table: left to itself the planner scanned the whole
--- table — every profile's rows — once the profile's pending list held a
--- quarter of them and their pages were not yet all-visible.
+-- lists, and in every list below below (the pending list and older
+-- generations'), of messages in folders, sent in [since, until) when
+-- those are given: a probe. It reads the lists index alone, never the
+-- table: left to itself the planner scanned the whole table — every
+-- profile's rows — once the profile's pending list held a quarter of them
+-- and their pages were not yet all-visible.
 CREATE FUNCTION mailfathom_vector_codes(
-    profile smallint, lists integer[], folders bigint[], since timestamptz, until timestamptz)
+    profile smallint, lists integer[], below integer, folders bigint[], since timestamptz, until timestamptz)
 RETURNS TABLE (stored_email_id uuid, ordinal smallint, code bytea)
 LANGUAGE sql STABLE
 SET enable_seqscan = off
@@ -108,6 +114,11 @@ AS $$
     SELECT s.stored_email_id, s.ordinal, s.code
     FROM passage_signatures s
     WHERE s.profile_id = profile AND s.list_id = ANY(lists) AND s.mail_folder_id = ANY(folders)
+      AND (since IS NULL OR s.sent_at >= since) AND (until IS NULL OR s.sent_at < until)
+    UNION ALL
+    SELECT s.stored_email_id, s.ordinal, s.code
+    FROM passage_signatures s
+    WHERE s.profile_id = profile AND s.list_id < below AND s.mail_folder_id = ANY(folders)
       AND (since IS NULL OR s.sent_at >= since) AND (until IS NULL OR s.sent_at < until)
 $$;
 
