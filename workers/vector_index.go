@@ -182,16 +182,18 @@ func (w *VectorIndexWorker) assign(ctx context.Context, job *river.Job[jobs.Vect
 	case gone:
 		logger.InfoContext(ctx, "vector index generation replaced; its steps stop", attrs...)
 	case done:
-		logger.InfoContext(ctx, "vector index generation serving: every passage is in its lists", attrs...)
 		if args.Batch > 1 {
 			// The moved rows' index entries are visible to an index-only
 			// scan once their pages are all-visible: vacuum now rather than
 			// whenever autovacuum comes, so probes read the index alone.
 			// Nothing depends on it succeeding.
+			vacuumed := w.deps.Now()
 			if err := searchindex.VacuumLists(ctx, w.deps.Pool); err != nil {
 				logger.WarnContext(ctx, "vacuuming the vector index failed; autovacuum will", slog.String("error_type", fmt.Sprintf("%T", err)))
 			}
+			attrs = append(attrs, slog.Duration("vacuum", w.deps.Now().Sub(vacuumed)))
 		}
+		logger.InfoContext(ctx, "vector index generation serving: every passage is in its lists", attrs...)
 	default:
 		logger.InfoContext(ctx, "vector index step committed", attrs...)
 	}

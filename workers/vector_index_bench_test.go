@@ -36,8 +36,9 @@ import (
 // next check is scheduled. The passages are 384-dimension synthetic
 // vectors of 1 000 topics (vectortest), ten a message.
 //
-// It reports the build's seconds, its steps (one River row each) and its
-// training's seconds (from the check's log line).
+// It reports the build's seconds, its steps (one River row each), its
+// training's seconds (from the check's log line), the assignment steps'
+// seconds and the final vacuum's.
 //
 //	MAILFATHOM_BENCH_PASSAGES=1000000 MAILFATHOM_BENCH_SEED=1 go test ./workers/ -run XX -bench VectorIndexBuild -benchtime 1x -timeout 1h
 func BenchmarkVectorIndexBuild(b *testing.B) {
@@ -102,6 +103,8 @@ func BenchmarkVectorIndexBuild(b *testing.B) {
 	if training := logDuration(log.String(), "vector index step scheduled", "training"); training > 0 {
 		b.ReportMetric(training.Seconds(), "training-s")
 	}
+	b.ReportMetric(sumDurations(log.String(), "vector index step committed", "duration").Seconds(), "steps-s")
+	b.ReportMetric(logDuration(log.String(), "vector index generation serving: every passage is in its lists", "vacuum").Seconds(), "vacuum-s")
 	b.Logf("load average at the end: %s", loadAverage())
 }
 
@@ -136,6 +139,21 @@ func logDuration(log, msg, attr string) time.Duration {
 		}
 	}
 	return 0
+}
+
+// sumDurations is the sum of the duration attribute attr of the JSON log
+// lines whose message is msg.
+func sumDurations(log, msg, attr string) time.Duration {
+	var sum time.Duration
+	for _, line := range strings.Split(log, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+			if v, ok := m[attr].(float64); ok {
+				sum += time.Duration(v)
+			}
+		}
+	}
+	return sum
 }
 
 // loadAverage is the machine's load averages over 1, 5 and 15 minutes.

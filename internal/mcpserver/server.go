@@ -1,6 +1,7 @@
 // Package mcpserver offers the stored mail to AI assistants over the Model
 // Context Protocol: tools that list accounts and folders, list, search and
-// read the served mail, follow a conversation, and ask for the same
+// read the served mail, find mail similar to a message, follow a
+// conversation, and ask for the same
 // mailbox changes the command line and the HTTP API ask for.
 //
 // Every answer goes to the caller only. A call is logged with the tool's
@@ -49,7 +50,7 @@ type Options struct {
 	// Config is the configuration in force: its accounts are the only ones
 	// served, and its MCP section bounds every answer. Required.
 	Config *config.Config
-	// Searcher answers search_emails. Required.
+	// Searcher answers search_emails and find_similar_emails. Required.
 	Searcher *mailsearch.Searcher
 	// Inserter inserts a recorded mutation's first stage job. Required.
 	Inserter *river.Client[pgx.Tx]
