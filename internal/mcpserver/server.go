@@ -1,8 +1,8 @@
 // Package mcpserver offers the stored mail to AI assistants over the Model
 // Context Protocol: tools that list accounts and folders, list, search and
 // read the served mail, find mail similar to a message, follow a
-// conversation, and ask for the same
-// mailbox changes the command line and the HTTP API ask for.
+// conversation, and ask for the same mailbox changes the command line and
+// the HTTP API ask for.
 //
 // Every answer goes to the caller only. A call is logged with the tool's
 // name, the transport, a count and the duration; what the caller asked for
