@@ -28,9 +28,6 @@ const (
 	// generation's lists: about 30 MB of vectors read and a few seconds
 	// at 384 dimensions, fifty steps for a million passages.
 	vectorIndexBatch = 20_000
-	// vectorIndexLockedWait is how long a step that found every passage
-	// left to move locked by another transaction waits before the next.
-	vectorIndexLockedWait = 10 * time.Second
 )
 
 // VectorIndexWorker runs one step of the active profile's vector index
@@ -157,15 +154,11 @@ func (w *VectorIndexWorker) assign(ctx context.Context, job *river.Job[jobs.Vect
 		next := jobs.VectorIndex{Profile: args.Profile, Generation: args.Generation, Batch: args.Batch + 1}
 		opts := &river.InsertOpts{}
 		switch {
-		case done || gone:
+		case done:
 			next = jobs.VectorIndex{Profile: args.Profile}
 			opts.ScheduledAt = w.deps.Now().Add(VectorIndexInterval)
-			if gone {
-				opts.ScheduledAt = time.Time{}
-			}
-		case moved == 0:
-			// Every passage left is locked by a transaction under way.
-			opts.ScheduledAt = w.deps.Now().Add(vectorIndexLockedWait)
+		case gone:
+			next = jobs.VectorIndex{Profile: args.Profile}
 		}
 		if _, err := client.InsertTx(ctx, tx, next, opts); err != nil {
 			return fmt.Errorf("vector index: schedule the next step: %w", err)

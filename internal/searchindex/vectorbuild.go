@@ -1,9 +1,11 @@
 package searchindex
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -261,11 +263,10 @@ var ErrGenerationGone = errors.New("searchindex: the vector index's generation i
 // AssignBatch moves, in tx, at most limit of the profile's passages that
 // are in no list of generation number — pending, or in an older
 // generation's list — into their nearest list of it, writing each one's
-// code and the copies of its message's folder and sending date, and
-// returns how many it moved. The passages are locked as they are read,
-// and one another transaction holds (its message being relocated) is left
-// for the next batch. The batch's state is in its rows: a batch that did
-// not commit is simply done again.
+// code and the copies of its message's folder and sending date (read as it
+// writes them, so a message relocated meanwhile is copied where it is
+// now), and returns how many it moved. The batch's state is in its rows: a
+// batch that did not commit is simply done again.
 func (ix *VectorIndex) AssignBatch(ctx context.Context, tx pgx.Tx, profile, number int16, limit int) (int, error) {
 	g, err := ix.generation(ctx, tx, profile, number)
 	if err != nil {
@@ -279,8 +280,7 @@ func (ix *VectorIndex) AssignBatch(ctx context.Context, tx pgx.Tx, profile, numb
 		FROM passage_signatures s
 		JOIN passage_vectors v ON v.stored_email_id = s.stored_email_id AND v.ordinal = s.ordinal AND v.profile_id = s.profile_id
 		WHERE s.profile_id = $1 AND s.list_id < $2
-		LIMIT $3
-		FOR UPDATE OF s SKIP LOCKED`, profile, firstListID(number), limit)
+		LIMIT $3`, profile, firstListID(number), limit)
 	if err != nil {
 		return 0, fmt.Errorf("searchindex: assign passages to lists: %w", err)
 	}
@@ -312,6 +312,14 @@ func (ix *VectorIndex) AssignBatch(ctx context.Context, tx pgx.Tx, profile, numb
 	}
 	lists := assignLists(g, vecs)
 	codes := codesOf(vecs)
+	// In list order, so the lists index's new entries go in one range
+	// after another rather than all over it.
+	order := make([]int, len(ids))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(lists[a], lists[b]) })
+	ids, ords, lists, codes = permute(ids, order), permute(ords, order), permute(lists, order), permute(codes, order)
 	if _, err := tx.Exec(ctx, `
 		UPDATE passage_signatures s SET list_id = n.l, code = n.c, mail_folder_id = e.mail_folder_id, sent_at = e.sent_at
 		FROM unnest($2::uuid[], $3::smallint[], $4::integer[], $5::bytea[]) AS n(id, o, l, c)
@@ -372,4 +380,13 @@ func VacuumLists(ctx context.Context, q Querier) error {
 		return fmt.Errorf("searchindex: vacuum the vector index: %w", err)
 	}
 	return nil
+}
+
+// permute returns xs reordered: element i of the result is xs[order[i]].
+func permute[T any](xs []T, order []int) []T {
+	out := make([]T, len(xs))
+	for i, at := range order {
+		out[i] = xs[at]
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package searchindex
 import (
 	"encoding/binary"
 	"math"
-	"math/bits"
 )
 
 // MaxCodedDimensions is the most dimensions a profile's vectors may have
@@ -111,16 +110,6 @@ func newSignBits(v []float32) signBits {
 		}
 	}
 	return s
-}
-
-// hamming is the number of bits in which a and b differ; both are of one
-// length.
-func hamming(a, b signBits) int {
-	n := 0
-	for i := range a {
-		n += bits.OnesCount64(a[i] ^ b[i])
-	}
-	return n
 }
 
 // dotFloats is the dot product of two vectors of one length.

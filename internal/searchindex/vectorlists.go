@@ -3,6 +3,7 @@ package searchindex
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -44,13 +45,20 @@ func ListsFor(n int64) int {
 // centroids are a generation's lists: centroid i is list number i+1.
 type centroids struct {
 	vecs [][]float32
-	sigs []signBits
+	// sigs holds the centroids' signatures one after another, words
+	// machine words each.
+	sigs  []uint64
+	words int
 }
 
 func newCentroids(vecs [][]float32) *centroids {
-	c := &centroids{vecs: vecs, sigs: make([]signBits, len(vecs))}
-	for i, v := range vecs {
-		c.sigs[i] = newSignBits(v)
+	c := &centroids{vecs: vecs}
+	if len(vecs) > 0 {
+		c.words = (len(vecs[0]) + 63) / 64
+	}
+	c.sigs = make([]uint64, 0, c.words*len(vecs))
+	for _, v := range vecs {
+		c.sigs = append(c.sigs, newSignBits(v)...)
 	}
 	return c
 }
@@ -79,11 +87,19 @@ func (c *centroids) nearest(v []float32, sig signBits) int {
 	}
 	type near struct{ d, i int }
 	short := make([]near, 0, k)
-	for i, cs := range c.sigs {
-		d := hamming(sig, cs)
-		if len(short) == k && d >= short[k-1].d {
+	worst := math.MaxInt
+	sig = sig[:c.words]
+	for i := range len(c.vecs) {
+		cs := c.sigs[i*c.words : (i+1)*c.words : (i+1)*c.words]
+		d := 0
+		for j, w := range sig {
+			d += bits.OnesCount64(w ^ cs[j])
+		}
+		if d >= worst {
 			continue
 		}
+		// Insert in order, dropping the farthest once the shortlist is
+		// full.
 		j := len(short)
 		if j < k {
 			short = append(short, near{})
@@ -95,10 +111,13 @@ func (c *centroids) nearest(v []float32, sig signBits) int {
 			j--
 		}
 		short[j] = near{d, i}
+		if len(short) == k {
+			worst = short[k-1].d
+		}
 	}
 	best, at := float32(math.Inf(-1)), 0
 	for _, s := range short {
-		if d := dotFloats(v, c.vecs[s.i]); d > best || (d == best && s.i < at) {
+		if d := dotFloats(v, c.vecs[s.i]); d > best {
 			best, at = d, s.i
 		}
 	}
