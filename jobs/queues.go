@@ -20,7 +20,10 @@ const (
 	// QueueEmbeddings runs embed jobs and the embedding backfill; it is
 	// worked only with an embedding profile configured.
 	QueueEmbeddings = "embeddings"
+	// QueueVectorIndex runs the vector index's steps, one at a time; it is
+	// worked only with an embedding profile configured.
+	QueueVectorIndex = "vector_index"
 )
 
 // Queues lists every queue name, in a fixed order.
-var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations, QueueWatches, QueueEmbeddings}
+var Queues = []string{QueueAccounts, QueueFolders, QueueBackfill, QueueMutations, QueueWatches, QueueEmbeddings, QueueVectorIndex}

@@ -92,7 +92,7 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 	for i, p := range pending {
 		pvs[i] = searchindex.PassageVector{Passage: p, Vector: vectors[i]}
 	}
-	n, err := searchindex.WriteVectors(ctx, w.deps.Pool, profile, pvs)
+	n, err := w.deps.vectorIndex.WriteVectors(ctx, w.deps.Pool, profile, pvs)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/push"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/secret"
 	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -109,6 +110,11 @@ type Dependencies struct {
 	Embedder *embedding.Client
 	// EmbeddingMetrics counts offers and embeddings. Default: none.
 	EmbeddingMetrics *embedding.Metrics
+	// VectorIndex is the process's copy of the vector index's centroids,
+	// which the embed jobs put passages into lists by and the vector
+	// index's steps assign with; serve shares it with its searcher.
+	// Default: one of the workers' own.
+	VectorIndex *searchindex.VectorIndex
 
 	// Stopping, when set, is closed when the process begins to shut down:
 	// a folder pass then ends after the batch in flight, with its
@@ -131,6 +137,10 @@ type Dependencies struct {
 	deferrals func() time.Duration
 	// profile caches the active embedding profile's id.
 	profile *profileCache
+	// vectorIndex is VectorIndex, or the workers' own.
+	vectorIndex *searchindex.VectorIndex
+	// indexBatch overrides vectorIndexBatch. Tests shorten it.
+	indexBatch int
 	// gate admits this process's units to the concurrency bounds before
 	// they take their slots; one per process, built by Register.
 	gate *slots.Gate
@@ -176,6 +186,9 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 	}
 	if d.profile == nil {
 		d.profile = &profileCache{}
+	}
+	if d.vectorIndex == nil {
+		d.vectorIndex = cmp.Or(d.VectorIndex, searchindex.NewVectorIndex())
 	}
 	if d.Resilience == nil {
 		reg, err := outbound.NewRegistry(d.Config.Resilience, d.Logger, nil)
@@ -231,6 +244,7 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 	river.AddWorker(ws, &WatchWorker{deps: deps})
 	river.AddWorker(ws, &EmbedEmailWorker{deps: deps})
 	river.AddWorker(ws, &EmbeddingBackfillWorker{deps: deps})
+	river.AddWorker(ws, &VectorIndexWorker{deps: deps})
 	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true, throttle: recordThrottle(deps, false)}
 	return &failureMiddleware{
 		logger:   deps.Logger,

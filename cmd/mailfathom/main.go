@@ -8,6 +8,7 @@
 //	mailfathom migrate -check  report the migration versions; exit 1 if behind
 //	mailfathom search WORDS    search the stored mail of the configured accounts
 //	mailfathom reindex-search  rebuild the search index under the configured text search configuration
+//	mailfathom embeddings prune  remove the vectors of embedding profiles no longer active
 //	mailfathom status          each account's and folder's synchronization status
 //	mailfathom mutate KIND ID  ask for a change to one stored email (move, copy, delete, mark-read, mark-unread)
 //	mailfathom mutations       list the changes asked for and where each stands
@@ -43,6 +44,8 @@ commands:
   search [-account ID] [-alias ALIAS] [-limit N] WORDS
                    search the stored mail of the configured accounts
   reindex-search   rebuild the search index under MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION
+  embeddings prune [-batch N]
+                   remove the vectors of every embedding profile but the configured one, N a transaction
   status [-json]   each account's and folder alias's synchronization status
   mutate [-request-id KEY] move|copy|delete|mark-read|mark-unread EMAIL_ID [DESTINATION_ALIAS]
                    ask for a change to one stored email (EMAIL_ID as search prints it)
@@ -70,6 +73,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return searchCmd(ctx, args[1:], environ, stdout, stderr)
 	case "reindex-search":
 		return reindexSearchCmd(ctx, environ, stdout, stderr)
+	case "embeddings":
+		return embeddingsCmd(ctx, args[1:], environ, stdout, stderr)
 	case "status":
 		return statusCmd(ctx, args[1:], environ, stdout, stderr)
 	case "mutate":

@@ -61,7 +61,7 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 			return 1
 		}
 	}
-	if m != "" && m != mailsearch.Lexical && !cfg.Embedding.Configured() {
+	if m == mailsearch.Semantic && !cfg.Embedding.Configured() {
 		fmt.Fprintf(stderr, "mailfathom: -mode %s needs an embedding profile (MAILFATHOM_EMBEDDING_PROVIDER_URL, _MODEL, _DIMENSIONS); -mode lexical needs none\n", m)
 		return 1
 	}
@@ -75,15 +75,19 @@ func searchCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 	if !ok {
 		return 1
 	}
-	hits, err := searcher.Search(ctx, mailsearch.Request{
+	res, err := searcher.Search(ctx, mailsearch.Request{
 		Text: text, Mode: m, Account: config.AccountKey(*account), Alias: config.NormalizeAlias(*alias), Limit: *limit})
 	if err != nil {
 		fmt.Fprintf(stderr, "mailfathom: %v\n", err)
 		if errors.As(err, new(*mailsearch.ProviderError)) {
-			fmt.Fprintln(stderr, "mailfathom: -mode lexical searches without the provider")
+			fmt.Fprintln(stderr, "mailfathom: -mode lexical or hybrid searches without the provider")
 		}
 		return 1
 	}
+	if res.LexicalOnly != "" {
+		fmt.Fprintf(stderr, "mailfathom: ranked by words alone, not by meaning: %s\n", res.LexicalOnly)
+	}
+	hits := res.Hits
 	if len(hits) == 0 {
 		fmt.Fprintln(stdout, "no matching messages")
 		return 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 )
 
@@ -84,6 +86,24 @@ func TestSearchAndReindexCommands(t *testing.T) {
 	code, _, stderr = runCmd(t, env, "search", "-account", "secondary", "pelican")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, `-account "secondary" is not a configured account; configured: primary`)
+
+	// With a profile whose provider refuses the query, the default hybrid
+	// search answers by words and says so; semantic fails.
+	provider := embedtest.Start(t, embedtest.Options{Dimensions: 16})
+	provider.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized})
+	profiled := append(slices.Clone(env), "MAILFATHOM_EMBEDDING_PROVIDER_URL="+provider.URL,
+		"MAILFATHOM_EMBEDDING_MODEL=test-model", "MAILFATHOM_EMBEDDING_DIMENSIONS=16")
+	code, stdout, stderr = runCmd(t, profiled, "search", "pelican")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Quarterly running numbers")
+	require.Contains(t, stderr, "ranked by words alone, not by meaning: the embedding provider did not embed the query [EmbeddingRequestRefused]")
+	code, stdout, stderr = runCmd(t, env, "search", "-mode", "hybrid", "pelican")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "Quarterly running numbers")
+	require.Contains(t, stderr, "ranked by words alone, not by meaning: no embedding profile is configured")
+	code, _, stderr = runCmd(t, profiled, "search", "-mode", "semantic", "pelican")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "-mode lexical or hybrid searches without the provider")
 
 	// Re-indexing under english makes stemmed queries match.
 	english := append(env, "MAILFATHOM_PERSISTENCE_TEXT_SEARCH_CONFIGURATION=english")

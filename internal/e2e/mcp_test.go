@@ -127,7 +127,8 @@ func (a basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestMCP synchronizes a small mailbox from Dovecot with an embedding
 // profile and drives every tool through an MCP client of the same SDK,
 // over `mailfathom mcp` (the real binary, on stdio) and over serve's /mcp:
-// the listings, the pagination, search in each mode, reading a message and
+// the listings, the pagination, search in each mode, mail similar to a
+// message, reading a message and
 // its conversation, each tool's errors, and the changes, a move asked
 // three times under one request id moving the message on the server once.
 // /mcp refuses a caller without River UI's password or naming another
@@ -455,6 +456,19 @@ func mcpReads(t *testing.T, cs *mcp.ClientSession, total int) {
 	require.Equal(t, "The inspectors", short.Body)
 	require.True(t, short.BodyTruncated)
 	require.Equal(t, got.BodyCharacters, short.BodyCharacters)
+
+	// The mail nearest the report in meaning, by its stored vectors, with
+	// the listing's filters and bounds.
+	similar := mcpCall[mcpEmails](t, cs, "find_similar_emails", map[string]any{"email_id": crane.EmailID})
+	require.Len(t, similar.Emails, 4, "bounded by MAILFATHOM_MCP_MAX_RESULTS")
+	require.Contains(t, byID(similar.Emails), "Re: Crane inspection report")
+	for _, e := range similar.Emails {
+		require.NotEqual(t, crane.EmailID, e.EmailID, "not the message itself")
+	}
+	require.Equal(t, []string{"Re: Crane inspection report"},
+		byID(mcpCall[mcpEmails](t, cs, "find_similar_emails", map[string]any{"email_id": crane.EmailID, "flagged": true}).Emails))
+	require.Contains(t, mcpRefused(t, cs, "find_similar_emails", map[string]any{"email_id": uuid.NewString()}), "no stored email has this email_id")
+	require.Contains(t, mcpRefused(t, cs, "find_similar_emails", map[string]any{"email_id": crane.EmailID, "alias": "later"}), "has not been resolved")
 
 	tides := mcpCall[mcpEmails](t, cs, "search_emails", map[string]any{"query": "tide", "mode": "lexical"}).Emails
 	require.Len(t, tides, 1)

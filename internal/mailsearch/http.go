@@ -45,6 +45,9 @@ func (h *Handler) Mount(mux *http.ServeMux, protect func(http.Handler) http.Hand
 type Answer struct {
 	Mode Mode  `json:"mode"`
 	Hits []Hit `json:"hits"`
+	// LexicalOnly, when present, is why a hybrid search ranked by words
+	// alone (Result.LexicalOnly).
+	LexicalOnly string `json:"lexical_only,omitempty"`
 }
 
 // problem is the JSON body of a refused or failed search.
@@ -80,17 +83,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, problem{"account is not a configured account"})
 		return
 	}
-	mode := req.Mode
-	if mode == "" {
-		mode = h.searcher.DefaultMode()
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), searchTimeout)
 	defer cancel()
-	hits, err := h.searcher.Search(ctx, req)
+	res, err := h.searcher.Search(ctx, req)
 	var pe *ProviderError
 	switch {
 	case errors.Is(err, ErrNoProfile):
-		writeJSON(w, http.StatusConflict, problem{"semantic and hybrid search need an embedding profile; search with mode=lexical"})
+		writeJSON(w, http.StatusConflict, problem{"semantic search needs an embedding profile; search with mode=lexical or hybrid"})
 		return
 	case errors.As(err, &pe):
 		h.logger.WarnContext(ctx, "a search's query could not be embedded", slog.String("failure_type", resilience.FailureType(err)))
@@ -101,10 +100,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, problem{"the search could not be answered from the database"})
 		return
 	}
-	if hits == nil {
-		hits = []Hit{}
+	if res.Hits == nil {
+		res.Hits = []Hit{}
 	}
-	writeJSON(w, http.StatusOK, Answer{Mode: mode, Hits: hits})
+	if res.LexicalOnly != "" {
+		h.logger.InfoContext(ctx, "a hybrid search ranked by words alone: its query was not embedded", slog.String("reason", res.LexicalOnly))
+	}
+	writeJSON(w, http.StatusOK, Answer(res))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

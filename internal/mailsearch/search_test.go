@@ -3,9 +3,11 @@ package mailsearch_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,9 +88,9 @@ func TestSearch(t *testing.T) {
 		b.searcher = &mailsearch.Searcher{Querier: pool, Registry: reg, Configuration: "simple", Accounts: []string{"primary"}, Embedder: client}
 		return b
 	}
-	ids := func(hits []mailsearch.Hit) []uuid.UUID {
+	ids := func(res mailsearch.Result) []uuid.UUID {
 		var out []uuid.UUID
-		for _, h := range hits {
+		for _, h := range res.Hits {
 			out = append(out, h.StoredEmailID)
 		}
 		return out
@@ -103,19 +105,21 @@ func TestSearch(t *testing.T) {
 		// semantic and hybrid find it first.
 		lexical, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "inspecting cranes", Mode: mailsearch.Lexical})
 		require.NoError(t, err)
-		require.Empty(t, lexical)
+		require.Empty(t, lexical.Hits)
 		semantic, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "inspecting cranes", Mode: mailsearch.Semantic})
 		require.NoError(t, err)
-		require.Equal(t, b.ids["crane"], semantic[0].StoredEmailID)
-		require.NotNil(t, semantic[0].Passage)
+		require.Equal(t, b.ids["crane"], semantic.Hits[0].StoredEmailID)
+		require.NotNil(t, semantic.Hits[0].Passage)
 		hybrid, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "inspecting cranes"})
 		require.NoError(t, err)
-		require.Equal(t, b.ids["crane"], hybrid[0].StoredEmailID)
-		require.Equal(t, "Crane inspection report", hybrid[0].Subject)
-		require.Equal(t, "office@example.test", hybrid[0].From)
-		require.Equal(t, "office@example.test", semantic[0].From)
-		require.Equal(t, "primary", hybrid[0].Account)
-		require.Equal(t, "INBOX", hybrid[0].Alias)
+		require.Equal(t, mailsearch.Hybrid, hybrid.Mode)
+		require.Empty(t, hybrid.LexicalOnly)
+		require.Equal(t, b.ids["crane"], hybrid.Hits[0].StoredEmailID)
+		require.Equal(t, "Crane inspection report", hybrid.Hits[0].Subject)
+		require.Equal(t, "office@example.test", hybrid.Hits[0].From)
+		require.Equal(t, "office@example.test", semantic.Hits[0].From)
+		require.Equal(t, "primary", hybrid.Hits[0].Account)
+		require.Equal(t, "INBOX", hybrid.Hits[0].Alias)
 
 		// Mail not yet embedded under the profile is still found by the
 		// lexical half of a hybrid search.
@@ -149,6 +153,59 @@ func TestSearch(t *testing.T) {
 		hits, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane"})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{b.ids["crane"]}, ids(hits))
+		require.Empty(t, hits.LexicalOnly, "lexical is the default without a profile, and says nothing")
+	})
+
+	t.Run("HybridRanksByWordsWhenTheQueryCannotBeEmbedded", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name   string
+			break_ func(b *testBundle)
+			reason string
+		}{
+			{"NoProfile", func(b *testBundle) { b.searcher.Embedder = nil }, mailsearch.LexicalOnlyNoProfile},
+			{"ProviderRefuses", func(b *testBundle) { b.provider.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized}) },
+				mailsearch.LexicalOnlyProviderFailed + " [EmbeddingRequestRefused]"},
+			{"ProviderDown", func(b *testBundle) { b.provider.SetFault(embedtest.Fault{Kind: embedtest.ServerError}) },
+				mailsearch.LexicalOnlyProviderFailed + " [EmbeddingProviderUnavailable]"},
+			// The pipeline's budget for a provider that never answers is
+			// minutes; the search waits its own bound and no more.
+			{"ProviderSlow", func(b *testBundle) {
+				b.provider.SetFault(embedtest.Fault{Kind: embedtest.Hang})
+				b.searcher.QueryEmbeddingWait = 300 * time.Millisecond
+			}, mailsearch.LexicalOnlyProviderSlow},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				tc.break_(b)
+				start := time.Now()
+				res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection", Mode: mailsearch.Hybrid})
+				require.NoError(t, err)
+				require.Less(t, time.Since(start), 10*time.Second)
+				require.Equal(t, mailsearch.Hybrid, res.Mode)
+				require.Equal(t, tc.reason, res.LexicalOnly)
+				require.Equal(t, []uuid.UUID{b.ids["crane"]}, ids(res), "the lexical half's hits")
+				require.Nil(t, res.Hits[0].Passage)
+			})
+		}
+	})
+
+	t.Run("SimilarMail", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.provider.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized})
+		hits, err := b.searcher.Similar(b.ctx, mailsearch.SimilarRequest{EmailID: b.ids["crane"], Limit: 5})
+		require.NoError(t, err, "the stored vectors need no provider")
+		require.Len(t, hits, 2, "every other embedded message, the message itself left out")
+		require.NotContains(t, []uuid.UUID{hits[0].StoredEmailID, hits[1].StoredEmailID}, b.ids["crane"])
+		_, err = b.searcher.Similar(b.ctx, mailsearch.SimilarRequest{EmailID: b.ids["late"]})
+		require.ErrorIs(t, err, mailsearch.ErrNotEmbedded)
+		_, err = b.searcher.Similar(b.ctx, mailsearch.SimilarRequest{EmailID: uuid.New()})
+		require.ErrorIs(t, err, mailsearch.ErrNotEmbedded)
+		b.searcher.Embedder = nil
+		_, err = b.searcher.Similar(b.ctx, mailsearch.SimilarRequest{EmailID: b.ids["crane"]})
+		require.ErrorIs(t, err, mailsearch.ErrNoProfile)
 	})
 
 	t.Run("API", func(t *testing.T) {
@@ -209,9 +266,103 @@ func TestSearch(t *testing.T) {
 			require.NotEmpty(t, body["error"])
 		}
 
+		require.NotContains(t, body, "lexical_only")
+
 		b.provider.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized})
 		code, body = get(t, url.Values{"q": {"crane"}, "mode": {"semantic"}}, true)
 		require.Equal(t, http.StatusServiceUnavailable, code)
 		require.Contains(t, body["error"], "mode=lexical")
+		code, body = get(t, url.Values{"q": {"crane"}}, true)
+		require.Equal(t, http.StatusOK, code, "hybrid answers by words")
+		require.Equal(t, "hybrid", body["mode"])
+		require.Equal(t, mailsearch.LexicalOnlyProviderFailed+" [EmbeddingRequestRefused]", body["lexical_only"])
+		require.Len(t, body["hits"].([]any), 1)
 	})
+}
+
+// TestAFilterNeverShrinksTheAnswer searches mail where the messages a
+// filter admits are outranked by many it does not: alice's older, longer
+// reports among bulk mail that matches the query exactly and is newer. A
+// search narrowed to alice's, by sender or by sending date, answers as
+// many as asked in every mode — for a filter admitting few messages
+// (searched alone) and many (each ranking searching deeper).
+func TestAFilterNeverShrinksTheAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		alice, bulk int
+	}{
+		{"FewAdmitted", 60, 700},
+		{"ManyAdmitted", 2100, 1200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			pool := dbtest.Pool(t)
+			accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+			require.NoError(t, err)
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+			require.NoError(t, err)
+			var all []uuid.UUID
+			for i := range tc.alice + tc.bulk {
+				from, sent, body := "Bulk <bulk@example.test>", time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Minute),
+					"harbour report"
+				if i < tc.alice {
+					from, sent = "Alice <alice@example.test>", time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Minute)
+					body = fmt.Sprintf("harbour report number %d from the dock office about cranes, winches and tides", i)
+				}
+				raw := []byte("From: " + from + "\r\nSubject: weekly\r\nDate: " + sent.Format(time.RFC1123Z) +
+					"\r\nContent-Type: text/plain\r\n\r\n" + body + "\r\n")
+				rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
+				id, err := searchindex.WriteOccurrence(ctx, tx, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
+					UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw}, &rec)
+				require.NoError(t, err)
+				all = append(all, id)
+			}
+			require.NoError(t, tx.Commit(ctx))
+			profile, err := searchindex.EnsureProfile(ctx, pool, "test-model", dims)
+			require.NoError(t, err)
+			for chunk := range slices.Chunk(all, 500) {
+				pending, err := searchindex.PassagesAwaitingVectors(ctx, pool, profile, chunk)
+				require.NoError(t, err)
+				var vs []searchindex.PassageVector
+				for _, p := range pending {
+					vs = append(vs, searchindex.PassageVector{Passage: p, Vector: embedtest.Embed(p.Text, dims)})
+				}
+				_, err = searchindex.WriteVectors(ctx, pool, profile, vs)
+				require.NoError(t, err)
+			}
+			provider := embedtest.Start(t, embedtest.Options{Dimensions: dims})
+			reg, err := outbound.NewRegistry(nil, nil, nil)
+			require.NoError(t, err)
+			client, err := embedding.NewClient(embedding.Options{URL: provider.URL,
+				Profile: embedding.Profile{Model: "test-model", Dimensions: dims}, Registry: reg})
+			require.NoError(t, err)
+			searcher := &mailsearch.Searcher{Querier: pool, Registry: reg, Configuration: "simple", Accounts: []string{"primary"}, Embedder: client}
+
+			alicesID := map[uuid.UUID]bool{}
+			for _, id := range all[:tc.alice] {
+				alicesID[id] = true
+			}
+			until := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			for _, filter := range []mailstore.EmailFilter{{From: "alice"}, {SentUntil: &until}} {
+				for _, mode := range mailsearch.Modes {
+					f := filter
+					res, err := searcher.Search(ctx, mailsearch.Request{Text: "harbour report", Mode: mode, Limit: 50, Filter: &f})
+					require.NoError(t, err)
+					require.Equal(t, 50, len(res.Hits), "%s, %+v: as many as asked", mode, filter)
+					for _, h := range res.Hits {
+						require.True(t, alicesID[h.StoredEmailID], "%s: a message the filter does not admit", mode)
+					}
+				}
+				f := filter
+				similar, err := searcher.Similar(ctx, mailsearch.SimilarRequest{EmailID: all[len(all)-1], Limit: 50, Filter: &f})
+				require.NoError(t, err)
+				require.Equal(t, 50, len(similar), "similar to a bulk message, narrowed to alice's")
+			}
+		})
+	}
 }

@@ -16,7 +16,8 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 )
 
-// filters are the narrowing arguments list_emails and search_emails share.
+// filters are the narrowing arguments list_emails, search_emails and
+// find_similar_emails share.
 type filters struct {
 	Account       string `json:"account,omitempty" jsonschema:"only this account (its id from list_accounts)"`
 	Alias         string `json:"alias,omitempty" jsonschema:"only this folder alias (from list_folders)"`
@@ -29,12 +30,6 @@ type filters struct {
 	HasAttachment *bool  `json:"has_attachment,omitempty" jsonschema:"only mail with (true) or without (false) attachments"`
 	Unread        *bool  `json:"unread,omitempty" jsonschema:"only unread (true) or read (false) mail, as last observed on the server"`
 	Flagged       *bool  `json:"flagged,omitempty" jsonschema:"only flagged (true) or unflagged (false) mail, as last observed on the server"`
-}
-
-// narrows reports whether f narrows by more than account and alias.
-func (f filters) narrows() bool {
-	return f.ReceivedSince != "" || f.ReceivedUntil != "" || f.SentSince != "" || f.SentUntil != "" ||
-		f.From != "" || f.To != "" || f.HasAttachment != nil || f.Unread != nil || f.Flagged != nil
 }
 
 // emailFilter checks f and returns the store's filter over the configured

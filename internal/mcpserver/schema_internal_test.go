@@ -18,7 +18,7 @@ func TestToolSchemas(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mailfathom", Version: Version}, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	s.addAccountTools(srv)
 	s.addEmailTools(srv)
-	s.addSearchTool(srv)
+	s.addSearchTools(srv)
 	s.addMutationTools(srv)
 
 	ctx := context.Background()
@@ -48,8 +48,10 @@ func TestToolSchemas(t *testing.T) {
 		require.NotNil(t, tool.OutputSchema, tool.Name)
 		tools[tool.Name] = sc
 	}
-	require.Len(t, tools, 12)
+	require.Len(t, tools, 13)
 	require.ElementsMatch(t, []string{"query"}, tools["search_emails"].Required)
+	require.ElementsMatch(t, []string{"email_id"}, tools["find_similar_emails"].Required)
+	require.Contains(t, tools["find_similar_emails"].Properties, "from", "the listing's filters are similar mail's too")
 	require.Contains(t, tools["search_emails"].Properties, "has_attachment", "the listing's filters are search's too")
 	require.Contains(t, tools["list_emails"].Properties, "cursor")
 	require.Contains(t, tools["list_emails"].Properties, "received_since")

@@ -1,7 +1,8 @@
 // Package mcpserver offers the stored mail to AI assistants over the Model
 // Context Protocol: tools that list accounts and folders, list, search and
-// read the served mail, follow a conversation, and ask for the same
-// mailbox changes the command line and the HTTP API ask for.
+// read the served mail, find mail similar to a message, follow a
+// conversation, and ask for the same mailbox changes the command line and
+// the HTTP API ask for.
 //
 // Every answer goes to the caller only. A call is logged with the tool's
 // name, the transport, a count and the duration; what the caller asked for
@@ -49,7 +50,7 @@ type Options struct {
 	// Config is the configuration in force: its accounts are the only ones
 	// served, and its MCP section bounds every answer. Required.
 	Config *config.Config
-	// Searcher answers search_emails. Required.
+	// Searcher answers search_emails and find_similar_emails. Required.
 	Searcher *mailsearch.Searcher
 	// Inserter inserts a recorded mutation's first stage job. Required.
 	Inserter *river.Client[pgx.Tx]
@@ -103,14 +104,14 @@ func New(opts Options) (*mcp.Server, error) {
 	})
 	s.addAccountTools(srv)
 	s.addEmailTools(srv)
-	s.addSearchTool(srv)
+	s.addSearchTools(srv)
 	s.addMutationTools(srv)
 	return srv, nil
 }
 
 const instructions = `MailFathom keeps a searchable copy of the user's IMAP mailboxes.
 Ids are stable: an email_id names one message in one folder until it leaves the folder.
-Find mail with list_emails (newest first, paged with next_cursor) or search_emails, read it with get_email and get_thread.
+Find mail with list_emails (newest first, paged with next_cursor), search_emails or find_similar_emails, read it with get_email and get_thread.
 Changes (move_email, copy_email, delete_email, mark_read, mark_unread) are recorded and carried out on the server shortly after;
 pass the same request_id again to retry without asking twice, and follow progress with get_mutation.`
 

@@ -1,6 +1,7 @@
 package searchindex
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,8 +23,16 @@ type Query struct {
 	Account string
 	// Alias, when set, narrows to one folder alias.
 	Alias string
-	// Limit bounds the hits. Default 20, at most 500.
+	// Limit bounds the hits. Default 20, at most 500 or Window.
 	Limit int
+	// Window is how many of the most recently sent matches are ranked.
+	// Default RankWindow.
+	Window int
+	// Emails, when set, restricts the search to these messages (those of
+	// them served in the accounts, account and alias asked for), and every
+	// match among them is ranked, whatever Window says: a scope another
+	// filter chose, a few thousand messages at most.
+	Emails []uuid.UUID
 	// Configuration is the text search configuration the query is parsed
 	// with: the one compiled into the column (CompiledConfiguration).
 	Configuration string
@@ -64,15 +73,36 @@ func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 	if len(query.Accounts) == 0 {
 		return nil, nil
 	}
+	window := cmp.Or(query.Window, RankWindow)
 	limit := query.Limit
 	if limit <= 0 {
 		limit = 20
 	}
-	limit = min(limit, 500)
-	rows, err := q.Query(ctx, `
+	limit = min(limit, max(500, window))
+	statement := `
 		SELECT stored_email_id, account_key, folder_alias, sent_at, sender, subject, rank
-		FROM mailfathom_search($1::regconfig, $2, $3, nullif($4, ''), nullif($5, ''), $6)`,
-		query.Configuration, query.Text, query.Accounts, query.Account, query.Alias, limit)
+		FROM mailfathom_search($1::regconfig, $2, $3, nullif($4, ''), nullif($5, ''), $6, $7)`
+	args := []any{query.Configuration, query.Text, query.Accounts, query.Account, query.Alias, limit, window}
+	if query.Emails != nil {
+		// The messages' documents, looked up by id: a few thousand at most,
+		// so every match among them is ranked.
+		statement = `
+			SELECT e.id, a.account_key, f.alias, e.sent_at,
+			       coalesce((SELECT p.address FROM email_participants p
+			                 WHERE p.stored_email_id = e.id AND p.role = 'From' ORDER BY p.position LIMIT 1), ''),
+			       coalesce(e.subject, ''), ts_rank(d.search_vector, websearch_to_tsquery($1::regconfig, $2)) AS rank
+			FROM served_stored_emails e
+			JOIN email_search_documents d ON d.stored_email_id = e.id
+			JOIN mail_folders f ON f.id = e.mail_folder_id
+			JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
+			WHERE e.id = ANY($7::uuid[]) AND a.account_key = ANY($3)
+			  AND ($4 = '' OR a.account_key = $4) AND ($5 = '' OR f.alias = $5)
+			  AND d.search_vector @@ websearch_to_tsquery($1::regconfig, $2)
+			ORDER BY rank DESC, e.sent_at DESC NULLS LAST, e.id DESC
+			LIMIT $6`
+		args[6] = query.Emails
+	}
+	rows, err := q.Query(ctx, statement, args...)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: search: %w", err)
 	}

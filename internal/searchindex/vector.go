@@ -66,13 +66,28 @@ type PassageVector struct {
 	Vector  []float32
 }
 
-// WriteVectors stores vs under profile, each with its signature. A vector
-// is stored only while its
-// passage still holds the text it was computed from (a passage rewritten
-// in the meantime gets its own vector later) and only once: a second
-// writer of the same passage changes nothing. It returns how many were
-// stored.
+// WriteVectors stores vs under profile, each with its code (its signature
+// instead, for a profile of more than MaxCodedDimensions) and copies of
+// its message's folder and sending date, in the vector index's pending
+// list (VectorIndex.WriteVectors puts them in their lists).
+// A vector is stored only while its passage still holds the text it was
+// computed from (a passage rewritten in the meantime gets its own vector
+// later) and only once: a second writer of the same passage changes
+// nothing. It returns how many were stored.
 func WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVector) (int, error) {
+	return writeVectors(ctx, q, profile, vs, nil)
+}
+
+// writeVectors is WriteVectors putting each vector in its nearest list of
+// g (nil: pending). A list is kept only while g is the newest generation
+// of the profile's index as the statement reads it, so a passage meant for
+// a generation a build has since begun to replace is pending instead, for
+// the build to assign. The read takes no lock: a build that begins while
+// the statement runs may still see it commit into the older generation,
+// and such a passage lies below the live generations' lists once the
+// build is done, where every search reads it as it reads the pending list
+// and the index's next check assigns it.
+func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVector, g *generation) (int, error) {
 	if len(vs) == 0 {
 		return 0, nil
 	}
@@ -81,25 +96,45 @@ func WriteVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 	digests := make([][]byte, len(vs))
 	sigs := make([]pgtype.Bits, len(vs))
 	vecs := make([][]byte, len(vs))
+	floats := make([][]float32, len(vs))
 	for i, v := range vs {
 		ids[i], ords[i] = v.Passage.StoredEmailID, v.Passage.Ordinal
 		d := sha256.Sum256([]byte(v.Passage.Text))
 		digests[i] = d[:]
 		sigs[i] = Signature(v.Vector)
 		vecs[i] = EncodeVector(v.Vector)
+		floats[i] = v.Vector
+	}
+	lists := assignLists(g, floats)
+	codes := make([][]byte, len(vs))
+	if len(vs[0].Vector) <= MaxCodedDimensions {
+		// A coded passage is never ranked by its signature.
+		codes = codesOf(floats)
+		clear(sigs)
+	}
+	newest := int16(0)
+	if g != nil {
+		newest = g.number
 	}
 	tag, err := q.Exec(ctx, `
 		WITH n AS (
-			SELECT * FROM unnest($2::uuid[], $3::smallint[], $4::bytea[], $5::varbit[], $6::bytea[]) AS n(id, o, d, s, v)),
+			SELECT * FROM unnest($2::uuid[], $3::smallint[], $4::bytea[], $5::varbit[], $6::bytea[], $7::integer[], $8::bytea[])
+				AS n(id, o, d, s, v, l, c)),
+		live AS (
+			SELECT greatest(i.serving, i.building) = $9 AND $9 > 0 AS current
+			FROM vector_indexes i WHERE i.profile_id = $1),
 		stored AS (
 			INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, vector)
 			SELECT n.id, n.o, $1, n.v
 			FROM n JOIN email_passages p ON p.stored_email_id = n.id AND p.ordinal = n.o AND sha256(convert_to(p.text, 'UTF8')) = n.d
 			ON CONFLICT (stored_email_id, ordinal, profile_id) DO NOTHING
 			RETURNING stored_email_id, ordinal)
-		INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature)
-		SELECT n.id, n.o, $1, n.s FROM stored JOIN n ON n.id = stored.stored_email_id AND n.o = stored.ordinal`,
-		profile, ids, ords, digests, sigs, vecs)
+		INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature, list_id, code, mail_folder_id, sent_at)
+		SELECT n.id, n.o, $1, n.s, CASE WHEN coalesce((SELECT current FROM live), false) THEN n.l ELSE 0 END,
+		       n.c, e.mail_folder_id, e.sent_at
+		FROM stored JOIN n ON n.id = stored.stored_email_id AND n.o = stored.ordinal
+		JOIN stored_emails e ON e.id = n.id`,
+		profile, ids, ords, digests, sigs, vecs, lists, codes, newest)
 	if err != nil {
 		return 0, fmt.Errorf("searchindex: store vectors: %w", err)
 	}
@@ -246,4 +281,99 @@ func dot(q []float32, b []byte) (float32, error) {
 		s += q[i] * math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return s, nil
+}
+
+// EmailVector returns the normalized mean of the vectors of the message
+// id's passages under profile — one vector standing for the whole message,
+// what a search for similar mail starts from — or nil when the message is
+// not served in accounts or has no vector under profile.
+func EmailVector(ctx context.Context, q Querier, profile int16, accounts []string, id uuid.UUID) ([]float32, error) {
+	rows, err := q.Query(ctx, `
+		SELECT v.vector FROM served_stored_emails e
+		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
+		JOIN passage_vectors v ON v.stored_email_id = e.id AND v.profile_id = $1
+		WHERE e.id = $2 AND a.account_key = ANY($3)`, profile, id, accounts)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: read a message's vectors: %w", err)
+	}
+	var sum []float64
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
+		v, err := DecodeVector(raw)
+		if err != nil {
+			return err
+		}
+		if sum == nil {
+			sum = make([]float64, len(v))
+		}
+		for i := range min(len(v), len(sum)) {
+			sum[i] += float64(v[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: read a message's vectors: %w", err)
+	}
+	if sum == nil {
+		return nil, nil
+	}
+	var norm float64
+	for _, x := range sum {
+		norm += x * x
+	}
+	out := make([]float32, len(sum))
+	if norm == 0 {
+		return out, nil
+	}
+	norm = math.Sqrt(norm)
+	for i, x := range sum {
+		out[i] = float32(x / norm)
+	}
+	return out, nil
+}
+
+// Profile is one recorded embedding profile.
+type Profile struct {
+	ID         int16
+	Model      string
+	Dimensions int
+}
+
+// Profiles returns every recorded embedding profile, in id order.
+func Profiles(ctx context.Context, q Querier) ([]Profile, error) {
+	rows, err := q.Query(ctx, `SELECT id, model, dimensions FROM embedding_profiles ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: list the embedding profiles: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Profile])
+	if err != nil {
+		return nil, fmt.Errorf("searchindex: list the embedding profiles: %w", err)
+	}
+	return out, nil
+}
+
+// PruneVectors removes at most limit of the profile's vectors (and their
+// signatures) in one statement, and returns how many it removed: a
+// profile no longer active is pruned in bounded batches, each its own
+// transaction, so nothing else waits long behind one. It finds the
+// vectors through the lists index, whose range the profile leads.
+func PruneVectors(ctx context.Context, q Querier, profile int16, limit int) (int, error) {
+	tag, err := q.Exec(ctx, `
+		DELETE FROM passage_vectors v
+		USING (SELECT s.stored_email_id, s.ordinal FROM passage_signatures s WHERE s.profile_id = $1 LIMIT $2) d
+		WHERE v.stored_email_id = d.stored_email_id AND v.ordinal = d.ordinal AND v.profile_id = $1`, profile, limit)
+	if err != nil {
+		return 0, fmt.Errorf("searchindex: prune vectors: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DropProfile removes the profile's record and its vector index, once
+// PruneVectors has removed its vectors (any left go with it, in one
+// statement).
+func DropProfile(ctx context.Context, q Querier, profile int16) error {
+	if _, err := q.Exec(ctx, `DELETE FROM embedding_profiles WHERE id = $1`, profile); err != nil {
+		return fmt.Errorf("searchindex: drop the embedding profile: %w", err)
+	}
+	return nil
 }

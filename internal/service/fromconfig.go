@@ -103,6 +103,9 @@ func OptionsFromConfig(cfg *config.Config, resolver *secret.Resolver) Options {
 		// nothing is offered, and an embed job left from an earlier profile
 		// waits for the next.
 		opts.QueueWorkers[jobs.QueueEmbeddings] = q.Embeddings
+		// One step of the vector index at a time: each hands over to the
+		// next, and a build uses every core in its training.
+		opts.QueueWorkers[jobs.QueueVectorIndex] = 1
 	}
 	if !cfg.Database.Embedded() {
 		opts.DatabaseConnString = cfg.Database.ConnString()

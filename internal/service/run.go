@@ -155,7 +155,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("mailbox OAuth: %w", err)
 	}
 	r.stopping = make(chan struct{})
-	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens, Stopping: r.stopping, Push: pushMetrics}
+	deps := workers.Dependencies{Pool: pool, Config: cfg, Resolver: resolver, Logger: logger, Resilience: pipelines, Tokens: tokens, Stopping: r.stopping, Push: pushMetrics,
+		VectorIndex: searchindex.NewVectorIndex()}
 	if cfg.Embedding.Configured() {
 		if deps.EmbeddingMetrics, err = embedding.NewMetrics(reg); err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -247,6 +248,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if _, err := workers.ScheduleEmbeddingBackfill(ctx, deps, client); err != nil {
 		return err
 	}
+	if _, err := workers.ScheduleVectorIndex(ctx, deps, client); err != nil {
+		return err
+	}
 
 	routes := httpserver.Routes{
 		Ready:    readiness(pool),
@@ -284,7 +288,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 		searcher := &mailsearch.Searcher{
 			Querier: pool, Registry: pipelines, Configuration: cfg.Persistence.TextSearchConfiguration,
-			Accounts: accounts, Embedder: deps.Embedder,
+			Accounts: accounts, Embedder: deps.Embedder, Index: deps.VectorIndex,
 		}
 		searchHandler := mailsearch.NewHandler(searcher, logger)
 		mutations := mutation.NewHandler(pool, cfg, client, logger)
