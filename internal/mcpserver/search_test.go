@@ -23,11 +23,9 @@ import (
 	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
-	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestSearchTools drives search_emails and find_similar_emails over an
 // in-memory MCP session against stored, embedded mail: 600 newsletters
