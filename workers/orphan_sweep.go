@@ -20,11 +20,11 @@ const OrphanSweepInterval = 5 * time.Second
 // are swept.
 const OrphanGrace = 2 * time.Second
 
-// SweepOrphans requeues the account runs, folder passes, reconciliation
-// windows, backfill batches, mutation stages and watches whose process
-// stopped while working them,
-// so a crash costs seconds rather than River's hour-long stuck-job
-// threshold (see package liveness). Every process runs it once as it
+// SweepOrphans requeues the jobs of every kind (jobs.Kinds) whose process
+// stopped while working them — a job that holds no liveness lock of its
+// own, such as an embed job, is covered by its process's — so a crash
+// costs seconds rather than River's hour-long stuck-job threshold (see
+// package liveness). Every process runs it once as it
 // starts, so a restart reclaims its predecessor's work at once; the
 // maintenance leader runs it periodically (Maintain) for processes that
 // died while others went on.
@@ -37,11 +37,7 @@ func SweepOrphans(ctx context.Context, deps Dependencies, logger *slog.Logger) e
 	// repeat when the database is briefly unreachable.
 	key := resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}
 	ids, err := resilience.Get(ctx, deps.Resilience, key, "orphan-sweep", func(ctx context.Context) ([]int64, error) {
-		return liveness.Sweep(ctx, deps.Pool, []string{
-			jobs.AccountRun{}.Kind(), jobs.FolderPass{}.Kind(), jobs.ReconcileWindow{}.Kind(), jobs.ExtractionBackfill{}.Kind(),
-			jobs.MutationStage{}.Kind(),
-			jobs.Watch{}.Kind(),
-		}, OrphanGrace)
+		return liveness.Sweep(ctx, deps.Pool, jobs.Kinds, OrphanGrace)
 	})
 	if err != nil {
 		return err
