@@ -65,7 +65,7 @@ func (w *MutationStageWorker) Work(ctx context.Context, job *river.Job[jobs.Muta
 		return fmt.Errorf("mutation stage: %w", err)
 	}
 	defer release()
-	_, err = w.deps.carrier.Step(ctx, id, false)
+	_, err = w.deps.stages.Step(ctx, id, false)
 	if errors.Is(err, mutation.ErrBusy) {
 		return river.JobSnooze(w.deps.deferral())
 	}
@@ -86,7 +86,7 @@ func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger
 	var failures, finished int
 	var first error
 	for _, id := range ids {
-		m, err := d.carrier.Step(ctx, id, true)
+		m, err := d.stages.Step(ctx, id, true)
 		switch {
 		case errors.Is(err, mutation.ErrBusy):
 			continue
@@ -144,9 +144,9 @@ func recordMutationFailure(deps Dependencies) func(context.Context, *rivertype.J
 	}
 }
 
-// newMutationCarrier builds the process's write connections and the
-// carrier over them.
-func newMutationCarrier(d Dependencies) (*mutation.Connections, *mutation.Carrier, error) {
+// newMutationStages builds the process's write connections and the
+// stages over them.
+func newMutationStages(d Dependencies) (*mutation.Connections, *mutation.Stages, error) {
 	conns, err := mutation.NewConnections(mutation.ConnectionsConfig{
 		Pool:       d.Pool,
 		Registry:   d.Resilience,
@@ -167,7 +167,7 @@ func newMutationCarrier(d Dependencies) (*mutation.Connections, *mutation.Carrie
 	if err != nil {
 		return nil, nil, err
 	}
-	carrier, err := mutation.NewCarrier(mutation.CarrierConfig{
+	stages, err := mutation.NewStages(mutation.StagesConfig{
 		Pool:                d.Pool,
 		Connections:         conns,
 		MaxAttempts:         d.Config.Sync.MaxMutationAttempts,
@@ -195,7 +195,7 @@ func newMutationCarrier(d Dependencies) (*mutation.Connections, *mutation.Carrie
 	if err != nil {
 		return nil, nil, err
 	}
-	return conns, carrier, nil
+	return conns, stages, nil
 }
 
 func configuredAccount(cfg *config.Config, key string) (config.Account, bool) {

@@ -121,10 +121,10 @@ type Dependencies struct {
 	// checkpoint, instead of opening another. Default: never closed.
 	Stopping <-chan struct{}
 
-	// writes and carrier carry mailbox mutations over each account's one
+	// writes and stages carry mailbox mutations over each account's one
 	// write connection; built by Register, once per process.
-	writes  *mutation.Connections
-	carrier *mutation.Carrier
+	writes *mutation.Connections
+	stages *mutation.Stages
 	// resolutions tells the process's watches that an account run
 	// resolved other folders; one per process, built by Register, so all
 	// its push accounts are followed with one query per poll.
@@ -220,11 +220,11 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 		return nil, err
 	}
 	// One set of write connections per process, shared by every worker.
-	writes, carrier, err := newMutationCarrier(deps)
+	writes, stages, err := newMutationStages(deps)
 	if err != nil {
 		return nil, err
 	}
-	deps.writes, deps.carrier = writes, carrier
+	deps.writes, deps.stages = writes, stages
 	if deps.gate, err = slots.NewGate(bounds(deps.Config)); err != nil {
 		return nil, err
 	}

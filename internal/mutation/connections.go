@@ -149,7 +149,7 @@ func (c *Connections) Use(ctx context.Context, account string, fn func(s *Sessio
 // that was checked first, and an attempt after a failed one on a fresh
 // connection. fn gets the folder's UIDVALIDITY. A fn that issues a MOVE or
 // COPY must not issue it again in a later attempt once its bytes were
-// written (see Carrier.place), which the pipeline cannot know.
+// written (see Stages.place), which the pipeline cannot know.
 func (s *Session) Command(ctx context.Context, path string, fn func(ctx context.Context, w *imapx.WriteConnection, uidValidity uint32) error) error {
 	return s.ws.Command(ctx, path, fn)
 }

@@ -22,25 +22,25 @@ import (
 
 // TestUnansweredMoveSettles: a MOVE whose answer was never read is settled
 // from what synchronization observes and nothing else — never issued again
-// (the carrier never even opens a write connection for it). Reconciliation
+// (the stages never even opens a write connection for it). Reconciliation
 // seeing its source leave records that, and the next convergence completes
 // it: the record then says it ran, with no failure left on it, and
 // unjoined, since the server's answer naming the placement was the one
 // lost; the source is tombstoned as MailFathom's relocation. A source still
 // there is given up on once UnknownMutationOutcomeGrace has passed on the
-// carrier's clock, and not before.
+// stages's clock, and not before.
 func TestUnansweredMoveSettles(t *testing.T) {
 	t.Parallel()
 	const grace = 6 * time.Hour
 
 	type testBundle struct {
-		pool    *pgxpool.Pool
-		carrier *mutation.Carrier
-		clock   *atomic.Pointer[time.Time]
-		opened  *atomic.Int32
-		email   uuid.UUID
-		move    mailstore.Mutation
-		issued  time.Time
+		pool   *pgxpool.Pool
+		stages *mutation.Stages
+		clock  *atomic.Pointer[time.Time]
+		opened *atomic.Int32
+		email  uuid.UUID
+		move   mailstore.Mutation
+		issued time.Time
 	}
 	setup := func(t *testing.T) (context.Context, *testBundle) {
 		t.Helper()
@@ -61,7 +61,7 @@ func TestUnansweredMoveSettles(t *testing.T) {
 			}})
 		require.NoError(t, err)
 		t.Cleanup(conns.Close)
-		b.carrier, err = mutation.NewCarrier(mutation.CarrierConfig{Pool: pool, Connections: conns, UnknownOutcomeGrace: grace,
+		b.stages, err = mutation.NewStages(mutation.StagesConfig{Pool: pool, Connections: conns, UnknownOutcomeGrace: grace,
 			Now: func() time.Time { return *b.clock.Load() },
 			Next: func(context.Context, pgx.Tx, mailstore.Mutation) error {
 				return errors.New("a settled placement schedules no stage")
@@ -81,7 +81,7 @@ func TestUnansweredMoveSettles(t *testing.T) {
 		b.email, err = mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: inbox.ID, UIDValidity: 7, UID: 3,
 			Size: 1, Raw: []byte("x"), Availability: mailstore.Available})
 		require.NoError(t, err)
-		// What the carrier records of a MOVE whose answer never came: the
+		// What the stages records of a MOVE whose answer never came: the
 		// placement issued on the Move path, and its unknown outcome.
 		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			var err error
@@ -110,7 +110,7 @@ func TestUnansweredMoveSettles(t *testing.T) {
 	}
 	converge := func(ctx context.Context, t *testing.T, b *testBundle) mailstore.Mutation {
 		t.Helper()
-		m, err := b.carrier.Step(ctx, b.move.ID, true)
+		m, err := b.stages.Step(ctx, b.move.ID, true)
 		require.NoError(t, err)
 		return m
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/mailfathom/mailfathom/internal/slots"
 )
 
-// CarrierConfig configures a Carrier.
-type CarrierConfig struct {
+// StagesConfig configures Stages.
+type StagesConfig struct {
 	// Pool is the application database. Required.
 	Pool *pgxpool.Pool
 	// Connections lends each account's write connection. Required.
@@ -42,15 +42,15 @@ type CarrierConfig struct {
 	Logger *slog.Logger
 }
 
-// Carrier carries mailbox mutations one stage at a time.
-type Carrier struct {
-	cfg CarrierConfig
+// Stages carries mailbox mutations one stage at a time.
+type Stages struct {
+	cfg StagesConfig
 }
 
-// NewCarrier validates cfg and fills its defaults.
-func NewCarrier(cfg CarrierConfig) (*Carrier, error) {
+// NewStages validates cfg and fills its defaults.
+func NewStages(cfg StagesConfig) (*Stages, error) {
 	if cfg.Pool == nil || cfg.Connections == nil || cfg.Next == nil {
-		return nil, errors.New("mutation: a carrier needs a pool, the write connections and a next-stage scheduler")
+		return nil, errors.New("mutation: the mutation stages need a pool, the write connections and a next-stage scheduler")
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
@@ -67,7 +67,7 @@ func NewCarrier(cfg CarrierConfig) (*Carrier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Carrier{cfg: cfg}, nil
+	return &Stages{cfg: cfg}, nil
 }
 
 // ErrBusy reports that another worker carries the mutation, or another
@@ -104,7 +104,7 @@ func (e *StageFailedError) Unwrap() error { return e.Err }
 // tries again). A refusal every attempt would get (no safe way, a missing
 // destination, a source that no longer exists) dead-letters the mutation
 // and is not an error.
-func (c *Carrier) Step(ctx context.Context, id uuid.UUID, resume bool) (mailstore.Mutation, error) {
+func (c *Stages) Step(ctx context.Context, id uuid.UUID, resume bool) (mailstore.Mutation, error) {
 	conn, err := c.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		return mailstore.Mutation{}, fmt.Errorf("mutation: acquire a connection: %w", err)
@@ -165,7 +165,7 @@ func (c *Carrier) Step(ctx context.Context, id uuid.UUID, resume bool) (mailstor
 }
 
 // issue sends the command of m's stage and advances it.
-func (c *Carrier) issue(ctx context.Context, s *Session, m *mailstore.Mutation, src, dest mailstore.Binding) error {
+func (c *Stages) issue(ctx context.Context, s *Session, m *mailstore.Mutation, src, dest mailstore.Binding) error {
 	uid := m.SourceUID
 	inSource := func(fn func(ctx context.Context, w *imapx.WriteConnection) error) error {
 		return s.Command(ctx, src.RemotePath, func(ctx context.Context, w *imapx.WriteConnection, uv uint32) error {
@@ -223,7 +223,7 @@ func (c *Carrier) issue(ctx context.Context, s *Session, m *mailstore.Mutation, 
 // written (imapx.NotSent) did not reach the server: its stage is put back
 // to Recorded, and the pipeline's next attempt, on a fresh connection, or
 // a later Step issues it again.
-func (c *Carrier) place(ctx context.Context, s *Session, m *mailstore.Mutation, src, dest mailstore.Binding) error {
+func (c *Stages) place(ctx context.Context, s *Session, m *mailstore.Mutation, src, dest mailstore.Binding) error {
 	var (
 		// issued: the record is at PlacementIssued. sent: the command may
 		// have reached the server, so it is never issued again.
@@ -326,7 +326,7 @@ func (c *Carrier) place(ctx context.Context, s *Session, m *mailstore.Mutation, 
 
 // settle decides a placement whose answer was never read, from what
 // synchronization observed since, without issuing anything.
-func (c *Carrier) settle(ctx context.Context, m mailstore.Mutation) (mailstore.Mutation, error) {
+func (c *Stages) settle(ctx context.Context, m mailstore.Mutation) (mailstore.Mutation, error) {
 	now := c.cfg.Now()
 	switch {
 	case m.Path == mailstore.PathMove && !m.SourceLeftAt.IsZero():
@@ -358,7 +358,7 @@ func (c *Carrier) settle(ctx context.Context, m mailstore.Mutation) (mailstore.M
 // job: like any failed stage it waits for the account's next run, and an
 // account run converging it does not have a stage job try it again at
 // once.
-func (c *Carrier) advance(ctx context.Context, m mailstore.Mutation, from mailstore.MutationStage, a mailstore.MutationAdvance) error {
+func (c *Stages) advance(ctx context.Context, m mailstore.Mutation, from mailstore.MutationStage, a mailstore.MutationAdvance) error {
 	// The command ran: its record is written even if the caller's
 	// context ends now.
 	ctx = context.WithoutCancel(ctx)
@@ -387,7 +387,7 @@ func (c *Carrier) advance(ctx context.Context, m mailstore.Mutation, from mailst
 }
 
 // finish puts m in a final state.
-func (c *Carrier) finish(ctx context.Context, m mailstore.Mutation, state mailstore.MutationState, code string) (mailstore.Mutation, error) {
+func (c *Stages) finish(ctx context.Context, m mailstore.Mutation, state mailstore.MutationState, code string) (mailstore.Mutation, error) {
 	err := pgx.BeginFunc(context.WithoutCancel(ctx), c.cfg.Pool, func(tx pgx.Tx) error {
 		if err := mailstore.FinishMutation(ctx, tx, m.ID, state, code, c.cfg.Now()); err != nil {
 			return err
@@ -405,7 +405,7 @@ func (c *Carrier) finish(ctx context.Context, m mailstore.Mutation, state mailst
 }
 
 // failed records what a failed attempt means for m.
-func (c *Carrier) failed(ctx context.Context, m mailstore.Mutation, err error) (mailstore.Mutation, error) {
+func (c *Stages) failed(ctx context.Context, m mailstore.Mutation, err error) (mailstore.Mutation, error) {
 	if errors.Is(err, slots.ErrFull) || ctx.Err() != nil {
 		return m, err
 	}
@@ -434,7 +434,7 @@ func (c *Carrier) failed(ctx context.Context, m mailstore.Mutation, err error) (
 	return m, &StageFailedError{Mutation: m.ID, Code: code, Err: err}
 }
 
-func (c *Carrier) log(ctx context.Context, level slog.Level, msg string, m mailstore.Mutation, attrs ...slog.Attr) {
+func (c *Stages) log(ctx context.Context, level slog.Level, msg string, m mailstore.Mutation, attrs ...slog.Attr) {
 	c.cfg.Logger.LogAttrs(ctx, level, msg, append([]slog.Attr{
 		slog.String("account", m.AccountKey),
 		slog.String("mutation", m.ID.String()),
