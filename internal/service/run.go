@@ -88,13 +88,36 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 }
 
-func pingDatabase(ctx context.Context, pool *pgxpool.Pool) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+// DatabaseStartPatience is how long Run waits, at start, for a database
+// that refuses or drops connections: one being restarted or promoted, or
+// started beside MailFathom, answers within it, and only a database still
+// unreachable after it stops the start.
+const DatabaseStartPatience = 15 * time.Second
+
+// pingDatabase waits until the database answers a ping, asking again every
+// half second for DatabaseStartPatience. It does not tell a wrong address
+// from a database that is late: both are waited for, then reported.
+func pingDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, DatabaseStartPatience)
 	defer cancel()
-	if err := pool.Ping(ctx); err != nil {
-		return fmt.Errorf("database unreachable: %w", err)
+	for waited := false; ; waited = true {
+		err := pool.Ping(ctx)
+		if err == nil {
+			if waited {
+				logger.InfoContext(ctx, "the database answers now")
+			}
+			return nil
+		}
+		if !waited {
+			logger.WarnContext(ctx, "the database does not answer yet; waiting for it",
+				slog.Duration("patience", DatabaseStartPatience), slog.String("error_type", fmt.Sprintf("%T", err)))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("database unreachable for %v: %w", DatabaseStartPatience, err)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 func migrateOrCheck(ctx context.Context, pool *pgxpool.Pool, migrate bool, logger *slog.Logger) error {

@@ -82,7 +82,7 @@ func (r *running) openDatabase(ctx context.Context) error {
 		return err
 	}
 	r.pool = pool
-	if err := pingDatabase(ctx, pool); err != nil {
+	if err := pingDatabase(ctx, pool, r.logger); err != nil {
 		return err
 	}
 	if err := migrateOrCheck(ctx, pool, r.opts.MigrateOnStart, r.logger); err != nil {
