@@ -29,7 +29,7 @@ func TestConnections(t *testing.T) {
 		conns  *mutation.Connections
 		opened *atomic.Int32
 		lockOf func(ctx context.Context) error // tries the account's write-connection lock from another session
-		proxy  *faultproxy.Proxy                // between the connections and Dovecot
+		proxy  *faultproxy.Proxy               // between the connections and Dovecot
 		pool   *pgxpool.Pool
 	}
 	setup := func(t *testing.T, idle time.Duration) (context.Context, *testBundle) {
