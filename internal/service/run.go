@@ -23,6 +23,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/embedding"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
@@ -213,7 +214,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		case <-sweepCtx.Done():
 		case <-time.After(workers.OrphanGrace + 500*time.Millisecond):
 			if err := workers.SweepOrphans(sweepCtx, deps, logger); err != nil && sweepCtx.Err() == nil {
-				logger.WarnContext(ctx, "the second startup sweep failed", slog.String("error_type", fmt.Sprintf("%T", err)))
+				logger.WarnContext(ctx, "the second startup sweep failed", slog.String("error_type", failure.Name(err)))
 			}
 		}
 	}()
