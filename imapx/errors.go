@@ -6,10 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
-	"io"
-	"net"
-	"os"
-	"syscall"
 
 	"github.com/emersion/go-imap/v2"
 
@@ -98,7 +94,7 @@ func (e *AuthenticationError) Error() string {
 	if e.Code != "" {
 		s += " [" + e.Code + "]"
 	}
-	return s + ")"
+	return failure.Text(s+")", e.Identity())
 }
 
 // Identity implements failure.Named.
@@ -135,7 +131,7 @@ type AuthenticationExchangeError struct {
 }
 
 func (e *AuthenticationExchangeError) Error() string {
-	return "imapx: authentication exchange refused (" + e.Mechanism + "): " + e.reason()
+	return failure.Text("imapx: authentication exchange refused ("+e.Mechanism+"): "+e.reason(), e.Identity())
 }
 
 // reason names what went wrong in a fixed sentence: sasl's texts hold no
@@ -186,7 +182,9 @@ type TokenError struct {
 	Err error
 }
 
-func (e *TokenError) Error() string { return "imapx: obtain access token: " + e.Err.Error() }
+func (e *TokenError) Error() string {
+	return failure.Text("imapx: obtain access token: "+e.Err.Error(), e.Identity())
+}
 
 func (e *TokenError) Unwrap() error { return e.Err }
 
@@ -196,11 +194,7 @@ func (e *TokenError) Unwrap() error { return e.Err }
 // overload that outlived every attempt), MailAccessTokenUnavailable
 // otherwise (a grant the server refused, a misconfigured endpoint).
 func (e *TokenError) Identity() string {
-	var (
-		later       interface{ RetryLater() bool }
-		unavailable interface{ DependencyUnavailable() bool }
-	)
-	if (errors.As(e.Err, &later) && later.RetryLater()) || (errors.As(e.Err, &unavailable) && unavailable.DependencyUnavailable()) {
+	if later, _ := failure.WorthRetryingLater(e.Err); later || failure.IsDependencyUnavailable(e.Err) {
 		return "MailAuthorizationServerUnavailable"
 	}
 	return "MailAccessTokenUnavailable"
@@ -219,7 +213,7 @@ func (e *CommandError) Error() string {
 	if e.Code != "" {
 		s += " [" + e.Code + "]"
 	}
-	return s
+	return failure.Text(s, e.Identity())
 }
 
 // Identity implements failure.Named.
@@ -235,7 +229,7 @@ type TransportError struct {
 }
 
 func (e *TransportError) Error() string {
-	return "imapx: " + e.Op + ": " + wire.TransportKind(e.Err)
+	return failure.Text("imapx: "+e.Op+": "+wire.TransportKind(e.Err), e.Identity())
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
@@ -269,7 +263,11 @@ type TLSError struct {
 	Err error
 }
 
-func (e *TLSError) Error() string {
+func (e *TLSError) Error() string { return failure.Text(e.reason(), e.Identity()) }
+
+// reason is the text without the identity: what the handshake's failure
+// was, never the certificate's content.
+func (e *TLSError) reason() string {
 	var (
 		verr *tls.CertificateVerificationError
 		uerr x509.UnknownAuthorityError
@@ -332,7 +330,6 @@ func IsTransient(err error) bool {
 		tokErr  *TokenError
 		trErr   *TransportError
 		imapErr *imap.Error
-		ne      net.Error
 	)
 	switch {
 	case errors.As(err, &thrErr):
@@ -348,11 +345,7 @@ func IsTransient(err error) bool {
 		return false
 	case errors.As(err, &trErr):
 		return true
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return true
-	case errors.As(err, &ne):
+	case failure.ConnectionLost(err):
 		return true
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mailfathom/mailfathom/imapx/internal/wire"
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // A server that refuses work for a while — the account is over a command,
@@ -86,7 +87,7 @@ func (e *ThrottledError) Error() string {
 	if e.Delay > 0 {
 		s += ", suggested wait " + e.Delay.String()
 	}
-	return s + ")"
+	return failure.Text(s+")", e.Identity())
 }
 
 func (e *ThrottledError) Unwrap() error { return e.Err }

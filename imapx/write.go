@@ -80,7 +80,7 @@ type PlacementUnknownError struct {
 }
 
 func (e *PlacementUnknownError) Error() string {
-	return "imapx: " + e.Command + " was sent and its answer never read: " + wire.TransportKind(e.cause)
+	return failure.Text("imapx: "+e.Command+" was sent and its answer never read: "+wire.TransportKind(e.cause), e.Identity())
 }
 
 // Identity implements failure.Named.
@@ -104,7 +104,7 @@ type UnsentError struct {
 func (e *UnsentError) Error() string {
 	var trErr *TransportError
 	if errors.As(e.Err, &trErr) {
-		return "imapx: " + e.Command + " was not sent: " + wire.TransportKind(trErr.Err)
+		return failure.Text("imapx: "+e.Command+" was not sent: "+wire.TransportKind(trErr.Err), trErr.Identity())
 	}
 	return "imapx: " + e.Command + " was not sent: " + e.Err.Error()
 }

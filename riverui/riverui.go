@@ -18,6 +18,7 @@ import (
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/riverqueue/river"
 	upstream "riverqueue.com/riverui"
 )
@@ -101,7 +102,7 @@ func (h *Handler) authorized(r *http.Request) bool {
 		// The failure is the secret store's, not the caller's; say which
 		// kind without the material.
 		h.log.ErrorContext(r.Context(), "River UI password could not be resolved; refusing the request",
-			slog.String("error_type", fmt.Sprintf("%T", err)))
+			slog.String("error_type", failure.Name(err)))
 		return false
 	}
 	defer clear(want)

@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/folders"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
@@ -154,7 +154,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		resolved := make([]mailstore.Resolution, 0, len(resolutions))
 		for _, r := range resolutions {
 			if r.Err != nil {
-				resolved = append(resolved, mailstore.Resolution{Alias: r.Alias, Failure: cmp.Or(folders.Identity(r.Err), folders.ErrFolderAliasUnresolved.Name)})
+				resolved = append(resolved, mailstore.Resolution{Alias: r.Alias, Failure: failure.Name(r.Err)})
 				continue
 			}
 			b, change, prev, err := mailstore.CommitBinding(ctx, tx, accountID, r.Alias, r.Remote.Path, r.Remote.Delimiter)
@@ -203,7 +203,7 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		if r.Err != nil {
 			unresolved++
 			logger.WarnContext(ctx, "folder alias did not resolve; that folder is skipped this run",
-				slog.String("alias", r.Alias), slog.String("failure", folders.Identity(r.Err)), slog.String("error", r.Err.Error()))
+				slog.String("alias", r.Alias), slog.String("failure", failure.Name(r.Err)), slog.String("error", r.Err.Error()))
 		}
 	}
 	logger.InfoContext(ctx, "account run finished",

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -20,7 +19,6 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
-	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -51,24 +49,26 @@ func (d Disposition) String() string {
 	return "cancel"
 }
 
-// ClassifyFailure is the job failure classifier: it reads the same failures
-// the resilience classifiers read and decides the job's fate.
+// ClassifyFailure is the job failure classifier: it decides the job's fate
+// on what a failure declares of itself (internal/failure's behaviour
+// interfaces), as the resilience classifiers do.
 //
-//   - A dependency that declined the work — *resilience.DependencyUnavailableError,
-//     *mailsession.MailboxUnavailableError — is worth attempting again later:
-//     Retry.
-//   - A failure that declares its own repeatability (a RetryLater() bool
-//     method) is deferred to; so is PostgreSQL's own verdict on a database
-//     failure (pgconn.SafeToRetry, a failed connection, serialization or
-//     deadlock), which is how a brief database outage delays jobs instead of
-//     losing them.
+//   - A lost optimistic-concurrency race another run won is a deferral:
+//     Defer.
+//   - A dependency that declined the work (failure.DependencyUnavailable),
+//     or a mailbox out of reach after the account's pipelines spent their
+//     attempts (mailsession.MailboxUnavailableError, whatever wraps it), is
+//     worth attempting again later: Retry.
+//   - A failure that declares its own repeatability (failure.RetryLater:
+//     a mailbox out of reach, a throttling server, a token endpoint's
+//     overload) is deferred to. The account run, folder pass and
+//     reconciliation window never get that far with a throttle: the
+//     middleware records it and snoozes them first (failurePolicy.throttle).
 //   - A folder recreated under the unit is retried: the next attempt starts
 //     the folder over from an empty checkpoint.
-//   - A server that throttles the account (*imapx.ThrottledError) declares
-//     itself worth attempting later: Retry. The account run, folder pass
-//     and reconciliation window never get that far: the middleware records
-//     the throttle and snoozes them first (failurePolicy.throttle).
-//   - A persistence conflict another run won is a deferral: Defer.
+//   - PostgreSQL's own verdict on a database failure (database.Transient,
+//     database.ConnectionLost) is how a brief database outage delays jobs
+//     instead of losing them: Retry.
 //   - Anything else — a rejected credential, a refused certificate or
 //     command, an unrecognized failure — is permanent: Cancel. Repeating an
 //     unrecognized rejection against a mail server is how accounts get
@@ -77,53 +77,31 @@ func (d Disposition) String() string {
 // The caller's own cancellation is not classified here; callers return it
 // as is.
 func ClassifyFailure(err error) Disposition {
-	var declares interface{ RetryLater() bool }
+	later, declared := failure.WorthRetryingLater(err)
 	switch {
 	case err == nil:
 		return Cancel
-	case errors.Is(err, mailstore.ErrConcurrencyConflict):
+	case failure.IsConcurrencyConflict(err):
 		return Defer
-	case resilience.IsDependencyUnavailable(err), mailsession.IsMailboxUnavailable(err):
+	case failure.IsDependencyUnavailable(err), mailsession.IsMailboxUnavailable(err):
 		return Retry
-	case errors.As(err, &declares):
-		if declares.RetryLater() {
-			return Retry
-		}
+	case declared && later:
+		return Retry
+	case declared:
 		return Cancel
-	case errors.Is(err, imapx.ErrMailboxFolderRecreated):
-		return Retry
-	case database.Transient(err), database.ConnectionLost(err):
+	case errors.Is(err, imapx.ErrMailboxFolderRecreated), database.Transient(err), database.ConnectionLost(err):
 		return Retry
 	}
 	return Cancel
 }
 
-// FailureIdentity is the stable name a failure is reported under, in the
-// log and in River UI: the identity of the outermost failure in its chain
-// that has one (failure.Named); for PostgreSQL's own failures, which carry
-// none, Database with the SQLSTATE or DatabaseConnectionLost; Timeout for a
-// deadline; the Go type otherwise. It never carries the failure's text.
-func FailureIdentity(err error) string {
-	if id, ok := failure.Identity(err); ok {
-		return id
-	}
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr):
-		return "Database" + pgErr.Code
-	case database.ConnectionLost(err):
-		return "DatabaseConnectionLost"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "Timeout"
-	}
-	return fmt.Sprintf("%T", err)
-}
+// named gives err's text its name in brackets at the end (failure.Text),
+// as River UI shows every failure.
+func named(err error) error { return failure.Wrap(failure.Name(err), err) }
 
-// cancelJob is river.JobCancel with the failure's identity in brackets at
-// the end of its text, as every named failure's (failure.Text).
-func cancelJob(err error) error {
-	return river.JobCancel(failure.Wrap(FailureIdentity(err), err))
-}
+// cancelJob is river.JobCancel with the failure's name at the end of its
+// text.
+func cancelJob(err error) error { return river.JobCancel(named(err)) }
 
 // failureMiddleware applies ClassifyFailure to whatever a worker returns,
 // once, so no failure reaches River unclassified and none is classified
@@ -181,7 +159,7 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 		return err
 	}
 	logger := jobqueue.Logger(ctx, m.logger)
-	identity := FailureIdentity(err)
+	identity := failure.Name(err)
 	policy := m.policies[job.Kind]
 	if th, ok := imapx.AsThrottled(err); ok && policy.throttle != nil {
 		recorded, rerr := policy.throttle(ctx, job, th)
@@ -190,7 +168,7 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 		}
 		logger.WarnContext(ctx, "the mail server throttles the account, and the throttle could not be recorded; River retries the job",
 			slog.String("failure", identity), slog.String("error", rerr.Error()))
-		return errors.Join(err, rerr)
+		return named(errors.Join(err, rerr))
 	}
 	disposition := ClassifyFailure(err)
 	if disposition == Defer {
@@ -203,7 +181,7 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 			// lose the failure from the count.
 			logger.WarnContext(ctx, "failed, and the failure could not be recorded; River retries the job",
 				slog.String("failure", identity), slog.String("error", err.Error()))
-			return errors.Join(err, rerr)
+			return named(errors.Join(err, rerr))
 		}
 	}
 	if disposition == Retry && policy.endsJob {
@@ -217,13 +195,13 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 		} else {
 			logger.WarnContext(ctx, "failed; retrying on the run backoff", slog.String("failure", identity), slog.String("error", err.Error()))
 		}
-		return err
+		return named(err)
 	}
 	if react := policy.afterCancel; react != nil {
 		if rerr := react(ctx, job, err); rerr != nil {
 			logger.WarnContext(ctx, "failed permanently, and what follows could not be scheduled; River retries the job",
 				slog.String("failure", identity), slog.String("error", err.Error()))
-			return errors.Join(err, rerr)
+			return named(errors.Join(err, rerr))
 		}
 	}
 	logger.WarnContext(ctx, "failed permanently", slog.String("failure", identity), slog.String("error", err.Error()))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
@@ -61,7 +62,7 @@ func TestClassifyFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			require.Equal(t, tc.want, workers.ClassifyFailure(tc.err), "%v", tc.err)
-			require.Equal(t, tc.identity, workers.FailureIdentity(tc.err))
+			require.Equal(t, tc.identity, failure.Name(tc.err))
 		})
 	}
 }

@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/forwardpass"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
@@ -204,7 +204,7 @@ func logReport(ctx context.Context, logger *slog.Logger, rep forwardpass.Report,
 			slog.Int("copied_by_mailfathom", rep.CopiedByMailFathom))
 	}
 	if err != nil {
-		logger.WarnContext(ctx, "folder pass ended early", append(attrs, slog.String("error_type", fmt.Sprintf("%T", err)))...)
+		logger.WarnContext(ctx, "folder pass ended early", append(attrs, slog.String("error_type", failure.Name(err)))...)
 		return
 	}
 	logger.InfoContext(ctx, "folder pass finished", attrs...)

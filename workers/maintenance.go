@@ -2,12 +2,12 @@ package workers
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +45,7 @@ func Maintain(ctx context.Context, deps Dependencies, client *river.Client[pgx.T
 			continue
 		}
 		if err := SweepOrphans(ctx, deps, logger); err != nil && ctx.Err() == nil {
-			logger.WarnContext(ctx, "the orphan sweep failed; it runs again at the next tick", slog.String("error_type", fmt.Sprintf("%T", err)))
+			logger.WarnContext(ctx, "the orphan sweep failed; it runs again at the next tick", slog.String("error_type", failure.Name(err)))
 		}
 		if time.Since(lastRepair) < repairEvery {
 			continue
@@ -53,7 +53,7 @@ func Maintain(ctx context.Context, deps Dependencies, client *river.Client[pgx.T
 		lastRepair = time.Now()
 		n, err := RepairAccountRuns(ctx, deps, client, logger)
 		if err != nil && ctx.Err() == nil {
-			logger.WarnContext(ctx, "checking that every account has its next run failed; it is checked again at the next tick", slog.String("error_type", fmt.Sprintf("%T", err)))
+			logger.WarnContext(ctx, "checking that every account has its next run failed; it is checked again at the next tick", slog.String("error_type", failure.Name(err)))
 		}
 		if repaired != nil && n > 0 {
 			repaired.Add(float64(n))

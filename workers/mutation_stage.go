@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailendpoint"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
@@ -108,7 +109,7 @@ func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger
 	if first == nil {
 		return false, nil
 	}
-	identity := FailureIdentity(first)
+	identity := failure.Name(first)
 	logger.WarnContext(ctx, "a mailbox mutation failed; the account's run counts as failed and its next run follows the backoff",
 		slog.String("failure", identity))
 	return true, mailstore.FailRun(context.WithoutCancel(ctx), d.Pool, accountKey, identity, d.Now())

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -182,7 +183,7 @@ func (w *VectorIndexWorker) assign(ctx context.Context, job *river.Job[jobs.Vect
 			// Nothing depends on it succeeding.
 			vacuumed := w.deps.Now()
 			if err := searchindex.VacuumLists(ctx, w.deps.Pool); err != nil {
-				logger.WarnContext(ctx, "vacuuming the vector index failed; autovacuum will", slog.String("error_type", fmt.Sprintf("%T", err)))
+				logger.WarnContext(ctx, "vacuuming the vector index failed; autovacuum will", slog.String("error_type", failure.Name(err)))
 			}
 			attrs = append(attrs, slog.Duration("vacuum", w.deps.Now().Sub(vacuumed)))
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
@@ -46,7 +47,7 @@ func TestWorkConnectionOfAnAbandonedAttemptIsReleased(t *testing.T) {
 	require.NoError(t, err)
 
 	_, _, err = deps.acquireWorkConn(ctx, 42)
-	require.True(t, resilience.IsDependencyUnavailable(err), "%v", err)
+	require.True(t, failure.IsDependencyUnavailable(err), "%v", err)
 	require.Equal(t, 2, attempts)
 	require.Zero(t, pool.Stat().AcquiredConns(), "no connection is left in use")
 	var locks int

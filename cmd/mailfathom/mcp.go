@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mcpserver"
 	"github.com/mailfathom/mailfathom/workers"
@@ -56,7 +57,7 @@ func mcpCmd(ctx context.Context, args, environ []string, stdin io.Reader, stdout
 	logger.InfoContext(ctx, "serving MCP over stdio", "accounts", len(cfg.Accounts))
 	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 	if err != nil && ctx.Err() == nil {
-		logger.ErrorContext(ctx, "the MCP session ended with an error", "error_type", fmt.Sprintf("%T", err))
+		logger.ErrorContext(ctx, "the MCP session ended with an error", "error_type", failure.Name(err))
 		return 1
 	}
 	logger.InfoContext(ctx, "the MCP client closed the session")

@@ -193,3 +193,26 @@ func read(s *imapx.ReadSession) (imapx.FolderState, error) { return s.Examine(ni
 	require.NoError(t, err)
 	require.Empty(t, writeReachIn(fset, file), "the read side's own types are not the write side")
 }
+
+// TestFailuresAreLoggedByName: no code outside internal/failure formats a
+// value's Go type (%T), which for a wrapped error is *fmt.wrapError; a log
+// line names a failure with failure.Name.
+func TestFailuresAreLoggedByName(t *testing.T) {
+	t.Parallel()
+	for name, p := range packages(t) {
+		if name == "internal/failure" {
+			continue
+		}
+		for _, f := range p.GoFiles {
+			fset := token.NewFileSet()
+			file, err := parser.ParseFile(fset, filepath.Join(p.Dir, f), nil, 0)
+			require.NoError(t, err)
+			ast.Inspect(file, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "%T") {
+					t.Errorf("%s: %%T names a type, not a failure; use failure.Name", fset.Position(lit.Pos()))
+				}
+				return true
+			})
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -26,16 +27,14 @@ const (
 // deadlock (40P01), and an abandoned attempt.
 //
 // Everything else is terminal. A failure that declares itself a lost
-// optimistic-concurrency race (a ConcurrencyConflict() bool method
-// answering true) is terminal whatever it wraps: the store retries it
+// optimistic-concurrency race (failure.ConcurrencyConflict) is terminal whatever it wraps: the store retries it
 // itself (mailstore.RetryConflicts), and the pipeline must not become a
 // second layer around the same rows.
 var Classifier resilience.Classifier = resilience.ClassifierFunc(Transient)
 
 // Transient reports the Database family's verdict on err (see Classifier).
 func Transient(err error) bool {
-	var conflict interface{ ConcurrencyConflict() bool }
-	if err == nil || resilience.BudgetSpent(err) || (errors.As(err, &conflict) && conflict.ConcurrencyConflict()) {
+	if err == nil || failure.IsBudgetSpent(err) || failure.IsConcurrencyConflict(err) {
 		return false
 	}
 	if errors.Is(err, resilience.ErrAttemptTimeout) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
@@ -87,4 +86,20 @@ func ConnectionLost(err error) bool {
 	// it is safe to retry; nothing outside pgx does.
 	var fromPgconn interface{ SafeToRetry() bool }
 	return errors.Is(err, pgconn.ErrConnClosed) || errors.As(err, &fromPgconn)
+}
+
+// PostgreSQL's failures carry no identity of their own; through pgx they
+// are named here, for failure.Name: Database with the SQLSTATE of an
+// answer, DatabaseConnectionLost for a connection that went away
+// (ConnectionLost).
+func init() {
+	failure.NameBy(func(err error) string {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+			return "Database" + pgErr.Code
+		}
+		if ConnectionLost(err) {
+			return "DatabaseConnectionLost"
+		}
+		return ""
+	})
 }

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
@@ -166,7 +167,7 @@ func (c *Client) call(ctx context.Context, texts []string) ([][]float32, error) 
 	}
 	var a answer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(&a); err != nil {
-		if resilience.ConnectionLost(err) {
+		if failure.ConnectionLost(err) {
 			return nil, &TransportError{Err: err}
 		}
 		return nil, &AnswerError{Name: FailureAnswerMalformed, Reason: "the answer is not an embeddings list"}

@@ -137,7 +137,7 @@ func TestClient(t *testing.T) {
 		_, err := b.client.Embed(b.ctx, texts(1))
 		require.Error(t, err)
 		require.Less(t, time.Since(start), 3*time.Second)
-		require.True(t, resilience.IsDependencyUnavailable(err), "%v", err)
+		require.True(t, failure.IsDependencyUnavailable(err), "%v", err)
 	})
 
 	t.Run("WrongShapesAreNamedTerminalFailures", func(t *testing.T) {

@@ -55,20 +55,6 @@ var (
 	ErrFolderAliasAmbiguous = failure.New("FolderAliasAmbiguous", "folders: several advertised folders match the alias")
 )
 
-// Identity returns the failure identity of a resolution error,
-// "FolderAliasUnresolved" or "FolderAliasAmbiguous", for logs; "" for any
-// other error. The two ask the operator for different things: fixing the
-// mapping, or configuring its RemotePath.
-func Identity(err error) string {
-	switch {
-	case errors.Is(err, ErrFolderAliasAmbiguous):
-		return ErrFolderAliasAmbiguous.Name
-	case errors.Is(err, ErrFolderAliasUnresolved):
-		return ErrFolderAliasUnresolved.Name
-	}
-	return ""
-}
-
 // ResolutionError is why one alias did not resolve. Its text names the
 // alias, the failure identity and what the alias was configured to match
 // (remote path or role), never a path.
@@ -86,7 +72,7 @@ type ResolutionError struct {
 
 func (e *ResolutionError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "folder alias %q (%s): %s: ", e.Alias, e.Configured, Identity(e.Kind))
+	fmt.Fprintf(&b, "folder alias %q (%s): %s: ", e.Alias, e.Configured, failure.Name(e.Kind))
 	if errors.Is(e.Kind, ErrFolderAliasAmbiguous) {
 		fmt.Fprintf(&b, "%d advertised folders match; configure its RemotePath", e.Candidates)
 	} else {
@@ -99,8 +85,9 @@ func (e *ResolutionError) Error() string {
 func (e *ResolutionError) Unwrap() error { return e.Kind }
 
 // Identity implements failure.Named: FolderAliasUnresolved or
-// FolderAliasAmbiguous.
-func (e *ResolutionError) Identity() string { return Identity(e.Kind) }
+// FolderAliasAmbiguous, which ask the operator for different things:
+// fixing the mapping, or configuring its RemotePath.
+func (e *ResolutionError) Identity() string { return failure.Name(e.Kind) }
 
 // specialUseAttributes maps each configuration role to the mailbox
 // attribute that carries it: RFC 6154's, RFC 8457's \Important, and the

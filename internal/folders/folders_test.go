@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/folders"
 )
 
@@ -255,11 +256,9 @@ func TestIdentity(t *testing.T) {
 		{Alias: "ARCHIVE", SpecialUse: "Archive"},
 		{Alias: "JUNK", SpecialUse: "Junk"},
 	}, catalog)
-	require.Equal(t, "FolderAliasAmbiguous", folders.Identity(got[0].Err))
+	require.Equal(t, "FolderAliasAmbiguous", failure.Name(got[0].Err))
 	require.Contains(t, got[0].Err.Error(), "FolderAliasAmbiguous")
-	require.Equal(t, "FolderAliasUnresolved", folders.Identity(got[1].Err))
+	require.Equal(t, "FolderAliasUnresolved", failure.Name(got[1].Err))
 	require.Contains(t, got[1].Err.Error(), "FolderAliasUnresolved")
-	require.Equal(t, "FolderAliasUnresolved", folders.Identity(fmt.Errorf("wrapped: %w", got[1].Err)))
-	require.Empty(t, folders.Identity(errors.New("other")))
-	require.Empty(t, folders.Identity(nil))
+	require.Equal(t, "FolderAliasUnresolved", failure.Name(fmt.Errorf("wrapped: %w", got[1].Err)))
 }

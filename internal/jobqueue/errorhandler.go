@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 )
@@ -33,7 +35,7 @@ func (h *ErrorHandler) HandleError(ctx context.Context, job *rivertype.JobRow, e
 		msg = "job failed its last attempt and is discarded"
 	}
 	h.Logger.Log(ctx, level, msg, append(jobAttrs(job),
-		slog.String("error_type", fmt.Sprintf("%T", err)),
+		slog.String("error_type", failure.Name(err)),
 		slog.String("error", err.Error()))...)
 	return nil
 }
@@ -42,7 +44,7 @@ func (h *ErrorHandler) HandleError(ctx context.Context, job *rivertype.JobRow, e
 func (h *ErrorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
 	h.Logger.ErrorContext(ctx, "job panicked; cancelled rather than retried",
 		append(jobAttrs(job),
-			slog.String("panic_type", fmt.Sprintf("%T", panicVal)),
+			slog.String("panic_type", fmt.Sprint(reflect.TypeOf(panicVal))),
 			slog.String("trace", trace))...)
 	return &river.ErrorHandlerResult{SetCancelled: true}
 }

@@ -2,12 +2,12 @@ package liveness
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // ProcessLock is a process's liveness lock held on a connection of its own
@@ -138,7 +138,7 @@ func (l *ProcessLock) check(ctx context.Context, interval time.Duration) {
 	defer cancel()
 	if err := l.take(takeCtx); err != nil {
 		if ctx.Err() == nil {
-			l.logger.DebugContext(ctx, "the process liveness lock could not be taken yet", slog.String("error_type", fmt.Sprintf("%T", err)))
+			l.logger.DebugContext(ctx, "the process liveness lock could not be taken yet", slog.String("error_type", failure.Name(err)))
 		}
 		return
 	}

@@ -3,13 +3,11 @@ package mailoauth
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
-	"syscall"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -63,7 +61,7 @@ func (e *Error) RetryLater() bool {
 	if e.Step != StepExchange {
 		return false
 	}
-	return resilience.IsDependencyUnavailable(e.Err) ||
+	return failure.IsDependencyUnavailable(e.Err) ||
 		resilience.ProviderClassifier{}.Transient(e.Err)
 }
 
@@ -126,22 +124,13 @@ func (e *TransportError) Error() string {
 func (e *TransportError) Unwrap() error { return e.Err }
 
 func transportKind(err error) string {
-	var ne net.Error
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return "timed out"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "connection reset"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return "connection closed"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timed out"
-	case errors.As(err, &ne):
-		return "network error"
+	case failure.ConnectionLost(err):
+		return failure.ConnectionLoss(err)
 	}
 	return "the request failed (TLS or protocol)"
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/secret"
 )
@@ -165,7 +166,7 @@ func (s *Source) Token(ctx context.Context, account string, block config.OAuth) 
 	})
 	if err != nil {
 		s.logger.LogAttrs(ctx, slog.LevelDebug, "access token not obtained",
-			slog.String("account", account), slog.String("failure_type", resilience.FailureType(err)))
+			slog.String("account", account), slog.String("failure_type", failure.Name(err)))
 		return nil, &Error{Account: account, Step: StepExchange, Err: err}
 	}
 	defer t.wipe()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailoauth"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
@@ -152,7 +153,7 @@ func TestStalledEndpointIsAbandonedAtTheAttemptTimeout(t *testing.T) {
 	begin := time.Now()
 	_, err := b.token()
 	require.Less(t, time.Since(begin), 3*time.Second)
-	require.True(t, resilience.IsDependencyUnavailable(err), "%v", err)
+	require.True(t, failure.IsDependencyUnavailable(err), "%v", err)
 	var du *resilience.DependencyUnavailableError
 	require.ErrorAs(t, err, &du)
 	require.Equal(t, resilience.RejectionAttemptTimeout, du.Rejection)

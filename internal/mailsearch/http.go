@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mailfathom/mailfathom/internal/config"
-	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // searchTimeout bounds one API search: the provider's answer for the
@@ -92,11 +92,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, problem{"semantic search needs an embedding profile; search with mode=lexical or hybrid"})
 		return
 	case errors.As(err, &pe):
-		h.logger.WarnContext(ctx, "a search's query could not be embedded", slog.String("failure_type", resilience.FailureType(err)))
+		h.logger.WarnContext(ctx, "a search's query could not be embedded", slog.String("failure_type", failure.Name(err)))
 		writeJSON(w, http.StatusServiceUnavailable, problem{"the embedding provider did not embed the query; search with mode=lexical meanwhile"})
 		return
 	case err != nil:
-		h.logger.WarnContext(ctx, "a search failed", slog.String("failure_type", resilience.FailureType(err)))
+		h.logger.WarnContext(ctx, "a search failed", slog.String("failure_type", failure.Name(err)))
 		writeJSON(w, http.StatusServiceUnavailable, problem{"the search could not be answered from the database"})
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -29,7 +30,7 @@ import (
 var Classifier resilience.Classifier = resilience.ClassifierFunc(transient)
 
 func transient(err error) bool {
-	if err == nil || resilience.BudgetSpent(err) {
+	if err == nil || failure.IsBudgetSpent(err) {
 		return false
 	}
 	return errors.Is(err, resilience.ErrAttemptTimeout) || imapx.IsTransient(err)

@@ -3,6 +3,7 @@ package mailsession
 import (
 	"context"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -58,7 +59,7 @@ func translate(ctx context.Context, registry *resilience.Registry, class resilie
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
-	if resilience.IsDependencyUnavailable(err) || registry.Classify(class, err) == resilience.Transient {
+	if failure.IsDependencyUnavailable(err) || registry.Classify(class, err) == resilience.Transient {
 		return &MailboxUnavailableError{Account: instance, Operation: operation, Err: err}
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/sasl"
@@ -84,7 +85,7 @@ func TestThrottledAnswersAreNotRepeated(t *testing.T) {
 				_, throttled := imapx.AsThrottled(err)
 				require.True(t, throttled, "attempt %d: %v", i, err)
 				require.False(t, mailsession.IsMailboxUnavailable(err), "%v", err)
-				require.False(t, resilience.IsDependencyUnavailable(err), "the circuit stays closed: %v", err)
+				require.False(t, failure.IsDependencyUnavailable(err), "the circuit stays closed: %v", err)
 				require.Equal(t, i, srv.Connections(), "one connection per establishment")
 			}
 			require.NotContains(t, b.logs.String(), "retry scheduled")

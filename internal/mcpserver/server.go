@@ -30,6 +30,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailsearch"
 	"github.com/mailfathom/mailfathom/internal/status"
 )
@@ -159,7 +160,7 @@ func addTool[In, Out any](s *server, srv *mcp.Server, t *mcp.Tool, h func(ctx co
 		default:
 			outcome = "failed"
 			s.Logger.WarnContext(ctx, "an MCP tool call failed", slog.String("tool", t.Name),
-				slog.String("transport", s.Transport), slog.String("error_type", innermostType(err)))
+				slog.String("transport", s.Transport), slog.String("error_type", failure.Name(err)))
 			err = errUnavailable
 		}
 		elapsed := time.Since(start)
@@ -168,16 +169,4 @@ func addTool[In, Out any](s *server, srv *mcp.Server, t *mcp.Tool, h func(ctx co
 		s.Metrics.observe(t.Name, s.Transport, outcome, elapsed)
 		return nil, out, err
 	})
-}
-
-// innermostType names the type of the error err wraps at its core: what a
-// log line may say of a failure, since an error's text may quote a value.
-func innermostType(err error) string {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return fmt.Sprintf("%T", err)
-		}
-		err = next
-	}
 }

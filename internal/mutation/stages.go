@@ -420,7 +420,7 @@ func (c *Stages) failed(ctx context.Context, m mailstore.Mutation, err error) (m
 	}
 	if code != "" {
 		c.log(ctx, slog.LevelWarn, "mailbox mutation refused; every later attempt would be refused too, so it is given up on", m,
-			slog.String("failure_code", code), slog.String("failure", identity(err)))
+			slog.String("failure_code", code), slog.String("failure", failure.Name(err)))
 		return c.finish(ctx, m, mailstore.MutationDeadLettered, code)
 	}
 	code = CodeMailboxUnavailable
@@ -469,10 +469,3 @@ func (e *outcomeUnknown) Error() string {
 }
 
 func (e *outcomeUnknown) Identity() string { return "MailboxChangeOutcomeUnknown" }
-
-func identity(err error) string {
-	if id, ok := failure.Identity(err); ok {
-		return id
-	}
-	return "Unclassified"
-}

@@ -3,11 +3,9 @@ package resilience
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"os"
-	"syscall"
 	"time"
+
+	"github.com/mailfathom/mailfathom/internal/failure"
 )
 
 // Verdict is what classification says about repeating a failed call.
@@ -94,7 +92,7 @@ type ProviderClassifier struct{}
 
 // Transient implements Classifier.
 func (ProviderClassifier) Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || BudgetSpent(err) {
+	if err == nil || errors.Is(err, context.Canceled) || failure.IsBudgetSpent(err) {
 		return false
 	}
 	var hs HTTPStatuser
@@ -105,20 +103,5 @@ func (ProviderClassifier) Transient(err error) bool {
 	if errors.Is(err, ErrAttemptTimeout) {
 		return true
 	}
-	return ConnectionLost(err)
-}
-
-// ConnectionLost reports a failure that says the connection under a call
-// went away or never came up — a network error (timeouts included), a
-// connection reset or refused, a broken pipe, a stream closed or cut short
-// — so no answer arrived. Whether that is worth repeating is each
-// family's, or each caller's, decision.
-func ConnectionLost(err error) bool {
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+	return failure.ConnectionLost(err)
 }

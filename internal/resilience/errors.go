@@ -86,29 +86,9 @@ func (e *DependencyUnavailableError) Identity() string { return "DependencyUnava
 // Is makes errors.Is(err, ErrDependencyUnavailable) true.
 func (e *DependencyUnavailableError) Is(target error) bool { return target == ErrDependencyUnavailable }
 
-// DependencyUnavailable marks the error for code that cannot import this
-// package (package imapx is imported by it): test with
-// errors.As(err, &x) where x is an interface{ DependencyUnavailable() bool }.
+// DependencyUnavailable implements failure.DependencyUnavailable.
 func (e *DependencyUnavailableError) DependencyUnavailable() bool { return true }
 
-// IsDependencyUnavailable reports whether err is or wraps a
-// *DependencyUnavailableError.
-func IsDependencyUnavailable(err error) bool {
-	_, ok := errors.AsType[*DependencyUnavailableError](err)
-	return ok
-}
-
-// BudgetSpent reports whether err, or an error in its chain, declares that
-// a pipeline already spent its resilience budget on it (a method
-// BudgetSpent() bool answering true): a *DependencyUnavailableError, or an
-// adapter's translation of a failure that survived its pipeline. No
-// enclosing pipeline repeats such a failure — that would be a second retry
-// layer around the same call — whatever its cause says about itself.
-func BudgetSpent(err error) bool {
-	var b interface{ BudgetSpent() bool }
-	return errors.As(err, &b) && b.BudgetSpent()
-}
-
-// BudgetSpent is true: a pipeline imposed this limit after spending what it
-// was allowed to (see the package function BudgetSpent).
+// BudgetSpent implements failure.BudgetSpent: a pipeline imposed this
+// limit after spending what it was allowed to.
 func (e *DependencyUnavailableError) BudgetSpent() bool { return true }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 )
@@ -161,7 +162,7 @@ func requireUnavailable(t *testing.T, err error, key resilience.Key, kind resili
 	require.Equal(t, kind, du.Rejection)
 	require.ErrorIs(t, err, libErr)
 	require.ErrorIs(t, err, resilience.ErrDependencyUnavailable)
-	require.True(t, resilience.IsDependencyUnavailable(err))
+	require.True(t, failure.IsDependencyUnavailable(err))
 	require.NotContains(t, err.Error(), sentinel)
 	return du
 }

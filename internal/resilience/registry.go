@@ -16,6 +16,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/failsafe-go/failsafe-go/timeout"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -121,7 +122,7 @@ func (r *Registry) Classify(class DependencyClass, err error) Verdict {
 	if errors.Is(err, context.Canceled) {
 		return Canceled
 	}
-	if BudgetSpent(err) {
+	if failure.IsBudgetSpent(err) {
 		return Terminal
 	}
 	if c := r.classifiers[class]; c != nil && c.Transient(err) {
@@ -318,7 +319,7 @@ func (p *pipeline) repeatable(err error) bool {
 		return false
 	case err == timeout.ErrExceeded:
 		return p.classifier.Transient(ErrAttemptTimeout)
-	case isCallerDone(err), errors.Is(err, context.Canceled), BudgetSpent(err):
+	case isCallerDone(err), errors.Is(err, context.Canceled), failure.IsBudgetSpent(err):
 		return false
 	}
 	return p.classifier.Transient(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/failsafe-go/failsafe-go/timeout"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -55,7 +56,7 @@ func TestExecute(t *testing.T) {
 		require.Equal(t, 3, calls.get())
 		require.Equal(t, []int{1, 2, 3}, seen)
 		require.Same(t, last, err, "an exhausted retry rethrows the last failure untranslated")
-		require.False(t, resilience.IsDependencyUnavailable(err))
+		require.False(t, failure.IsDependencyUnavailable(err))
 	})
 
 	t.Run("MaxAttemptsOneDisablesRetry", func(t *testing.T) {
@@ -283,7 +284,7 @@ func TestExecute(t *testing.T) {
 			<-ctx.Done()
 			return "late", nil
 		}, release)
-		require.True(t, resilience.IsDependencyUnavailable(err))
+		require.True(t, failure.IsDependencyUnavailable(err))
 		require.Equal(t, []string{"late", "late"}, released, "every attempt's resource, none returned")
 	})
 
@@ -511,7 +512,7 @@ func TestCancellation(t *testing.T) {
 			return blockUntilDone(ctx)
 		})
 		require.ErrorIs(t, err, context.Canceled)
-		require.False(t, resilience.IsDependencyUnavailable(err))
+		require.False(t, failure.IsDependencyUnavailable(err))
 		require.Equal(t, 1, calls.get(), "never repeated")
 		require.Equal(t, resilience.Canceled, b.registry.Classify(resilience.MailboxDataRetrieval, err))
 	})
@@ -567,7 +568,7 @@ func TestCancellation(t *testing.T) {
 		defer cancel()
 		err := b.registry.Execute(dctx, database, "select", blockUntilDone)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.False(t, resilience.IsDependencyUnavailable(err))
+		require.False(t, failure.IsDependencyUnavailable(err))
 	})
 }
 

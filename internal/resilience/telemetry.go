@@ -9,6 +9,7 @@ import (
 
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/timeout"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -147,16 +148,16 @@ func (t *pipelineTelemetry) executed(ctx context.Context, operation string, o ou
 
 // retryScheduled logs a retry with the failure's type name, never its text:
 // a mail server puts the rejected recipient into its error text.
-func (t *pipelineTelemetry) retryScheduled(ctx context.Context, operation string, failure error, attempt int, delay time.Duration) {
+func (t *pipelineTelemetry) retryScheduled(ctx context.Context, operation string, failed error, attempt int, delay time.Duration) {
 	t.m.retries.WithLabelValues(t.class, t.instance).Inc()
 	t.log(ctx, slog.LevelInfo, "outbound call failed; retry scheduled",
 		slog.String("operation", operation),
-		slog.String("failure_type", FailureType(failure)),
+		slog.String("failure_type", failure.Name(failed)),
 		slog.Int("attempt", attempt),
 		slog.Duration("delay", delay))
 }
 
-func (t *pipelineTelemetry) circuitChanged(ctx context.Context, s circuitbreaker.State, operation string, failure error, attempt int, breakDuration time.Duration) {
+func (t *pipelineTelemetry) circuitChanged(ctx context.Context, s circuitbreaker.State, operation string, failed error, attempt int, breakDuration time.Duration) {
 	label, value := stateLabel(s)
 	t.state.Set(value)
 	t.m.stateChanges.WithLabelValues(t.class, t.instance, label).Inc()
@@ -167,7 +168,7 @@ func (t *pipelineTelemetry) circuitChanged(ctx context.Context, s circuitbreaker
 	case circuitbreaker.OpenState:
 		t.log(ctx, slog.LevelWarn, "outbound circuit opened",
 			slog.String("operation", operation),
-			slog.String("failure_type", FailureType(failure)),
+			slog.String("failure_type", failure.Name(failed)),
 			slog.Int("attempt", attempt),
 			slog.Duration("delay", breakDuration))
 	case circuitbreaker.HalfOpenState:
@@ -179,24 +180,13 @@ func (t *pipelineTelemetry) circuitChanged(ctx context.Context, s circuitbreaker
 	}
 }
 
-// FailureType names a failure for a log line or a report without its text:
-// its Go type (fmt's %T), looking through fmt.Errorf's single-error wrapping
-// to the first error that has a type of its own. An abandoned attempt is
-// "AttemptTimeout"; nil is "".
-func FailureType(err error) string {
-	for err != nil {
-		if err == timeout.ErrExceeded || err == ErrAttemptTimeout {
+// The attempt timeout is named AttemptTimeout, whichever of failsafe-go's
+// rejection or ErrAttemptTimeout reports it.
+func init() {
+	failure.NameBy(func(err error) string {
+		if errors.Is(err, timeout.ErrExceeded) || errors.Is(err, ErrAttemptTimeout) {
 			return "AttemptTimeout"
 		}
-		name := fmt.Sprintf("%T", err)
-		switch name {
-		case "*fmt.wrapError", "*resilience.callerDoneError":
-			if inner := errors.Unwrap(err); inner != nil {
-				err = inner
-				continue
-			}
-		}
-		return name
-	}
-	return ""
+		return ""
+	})
 }

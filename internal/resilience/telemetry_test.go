@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
 
@@ -49,7 +50,7 @@ func TestTelemetry(t *testing.T) {
 			terminal := errors.New(sentinel)
 
 			require.ErrorIs(t, r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return transient }), transient)
-			require.True(t, resilience.IsDependencyUnavailable(r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return nil })))
+			require.True(t, failure.IsDependencyUnavailable(r.Execute(ctx, accountA, "INBOX", func(ctx context.Context) error { return nil })))
 			require.ErrorIs(t, r.Execute(ctx, accountB, "Archive", func(ctx context.Context) error { return terminal }), terminal)
 			require.NoError(t, r.Execute(ctx, accountB, "Archive", func(ctx context.Context) error { return nil }))
 			cctx, cancel := context.WithCancel(ctx)
@@ -212,12 +213,12 @@ func value(m *dto.Metric) float64 {
 
 func TestFailureType(t *testing.T) {
 	t.Parallel()
-	require.Empty(t, resilience.FailureType(nil))
-	require.Equal(t, "*resilience_test.transportFailure", resilience.FailureType(droppedConnection))
-	require.Equal(t, "*resilience_test.transportFailure", resilience.FailureType(errorsWrap(droppedConnection)), "looks through fmt.Errorf")
-	require.Equal(t, "*errors.errorString", resilience.FailureType(io.EOF))
-	require.Equal(t, "AttemptTimeout", resilience.FailureType(resilience.ErrAttemptTimeout))
-	require.NotContains(t, resilience.FailureType(errors.New(sentinel)), sentinel)
+	require.Empty(t, failure.Name(nil))
+	require.Equal(t, "*resilience_test.transportFailure", failure.Name(droppedConnection))
+	require.Equal(t, "*resilience_test.transportFailure", failure.Name(errorsWrap(droppedConnection)), "looks through fmt.Errorf")
+	require.Equal(t, "*errors.errorString", failure.Name(io.EOF))
+	require.Equal(t, "AttemptTimeout", failure.Name(resilience.ErrAttemptTimeout))
+	require.NotContains(t, failure.Name(errors.New(sentinel)), sentinel)
 }
 
 func errorsWrap(err error) error { return fmt.Errorf("session: %w", err) }

@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
@@ -110,7 +111,7 @@ func pingDatabase(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) 
 		}
 		if !waited {
 			logger.WarnContext(ctx, "the database does not answer yet; waiting for it",
-				slog.Duration("patience", DatabaseStartPatience), slog.String("error_type", fmt.Sprintf("%T", err)))
+				slog.Duration("patience", DatabaseStartPatience), slog.String("error_type", failure.Name(err)))
 		}
 		select {
 		case <-ctx.Done():

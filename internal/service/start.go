@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/httpserver"
@@ -200,7 +201,7 @@ func (r *running) sweepOrphans(ctx context.Context) error {
 		case <-r.housekeeping.Done():
 		case <-time.After(workers.OrphanGrace + 500*time.Millisecond):
 			if err := workers.SweepOrphans(r.housekeeping, r.deps, r.logger); err != nil && r.housekeeping.Err() == nil {
-				r.logger.WarnContext(ctx, "the second startup sweep failed", slog.String("error_type", fmt.Sprintf("%T", err)))
+				r.logger.WarnContext(ctx, "the second startup sweep failed", slog.String("error_type", failure.Name(err)))
 			}
 		}
 	}()

@@ -2,10 +2,7 @@ package wire
 
 import (
 	"errors"
-	"io"
-	"net"
 	"os"
-	"syscall"
 
 	"github.com/mailfathom/mailfathom/internal/failure"
 )
@@ -93,7 +90,6 @@ func (e *TransportError) Unwrap() error { return e.Err }
 // adapter's connections, without its text, which can quote server bytes
 // (go-imap's parse errors do).
 func TransportKind(err error) string {
-	var ne net.Error
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return "timed out"
@@ -103,16 +99,8 @@ func TransportKind(err error) string {
 		return "not connected"
 	case errors.Is(err, ErrConnectionEnded):
 		return "connection already closed by the server or the network"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return "connection closed"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return "connection reset"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timed out"
-	case errors.As(err, &ne):
-		return "network error"
+	case failure.ConnectionLost(err):
+		return failure.ConnectionLoss(err)
 	case errors.Is(err, ErrServerBye):
 		return "server refused the session (BYE)"
 	case errors.Is(err, ErrMalformedResponse):

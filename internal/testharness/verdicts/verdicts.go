@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 )
@@ -61,7 +62,7 @@ func Check(t *testing.T, family resilience.Family, cases []Case) {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Parallel()
 			for _, class := range classes {
-				require.Equal(t, tc.Want, reg.Classify(class, tc.Err), "%s: %T", class, tc.Err)
+				require.Equal(t, tc.Want, reg.Classify(class, tc.Err), "%s: %s", class, failure.Name(tc.Err))
 			}
 		})
 	}
