@@ -76,7 +76,7 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		texts[i] = p.Text
 	}
 	start := w.deps.Now()
-	vectors, err := w.deps.Embedder.Embed(ctx, texts)
+	vectors, _, err := w.deps.Embedder.Embed(ctx, texts)
 	if err != nil {
 		// River repeats this job a bounded number of times; a walk of the
 		// embedding backfill is what offers these messages again should the

@@ -196,7 +196,7 @@ func (s *Searcher) Search(ctx context.Context, r Request) (Result, error) {
 		hits, err := s.lexical(ctx, r, n, limit)
 		return Result{Mode: mode, Hits: hits}, err
 	case Semantic:
-		vs, err := s.Embedder.Embed(ctx, []string{r.Text})
+		vs, _, err := s.Embedder.Embed(ctx, []string{r.Text})
 		if err != nil {
 			return Result{}, &ProviderError{Err: err}
 		}
@@ -240,7 +240,7 @@ func (s *Searcher) embedQuery(ctx context.Context, text string) ([]float32, stri
 	}
 	wait, cancel := context.WithTimeout(ctx, cmp.Or(s.QueryEmbeddingWait, DefaultQueryEmbeddingWait))
 	defer cancel()
-	vs, err := s.Embedder.Embed(wait, []string{text})
+	vs, _, err := s.Embedder.Embed(wait, []string{text})
 	switch {
 	case err == nil:
 		return vs[0], ""
