@@ -76,7 +76,7 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		texts[i] = p.Text
 	}
 	start := w.deps.Now()
-	vectors, _, err := w.deps.Embedder.Embed(ctx, texts)
+	vectors, answered, err := w.deps.Embedder.Embed(ctx, texts)
 	if err != nil {
 		// River repeats this job a bounded number of times; a walk of the
 		// embedding backfill is what offers these messages again should the
@@ -86,6 +86,12 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		}); serr != nil {
 			logger.WarnContext(ctx, "the embedding backfill could not be scheduled", slog.String("error", serr.Error()))
 		}
+		return fmt.Errorf("embed %d passages: %w", len(texts), err)
+	}
+	if err := w.deps.profile.answered(ctx, w.deps, logger, profile, answered); err != nil {
+		// None of the answer's vectors is written: they are another
+		// model's. The failure is terminal (the provider answers that
+		// model until it is reconfigured), so no backfill is scheduled.
 		return fmt.Errorf("embed %d passages: %w", len(texts), err)
 	}
 	pvs := make([]searchindex.PassageVector, len(pending))
@@ -102,10 +108,13 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 	return nil
 }
 
-// profileCache holds the active profile's id once it is recorded.
+// profileCache holds the active profile's id once it is recorded, and the
+// model its vectors are of once an answer named one (that record never
+// changes, so caching it is safe).
 type profileCache struct {
-	mu sync.Mutex
-	v  int16
+	mu    sync.Mutex
+	v     int16
+	model string
 }
 
 // id returns the active profile's id, recording the profile on first use.
@@ -122,6 +131,41 @@ func (c *profileCache) id(ctx context.Context, d Dependencies) (int16, error) {
 	}
 	c.v = id
 	return id, nil
+}
+
+// answered checks the model an answer names (model, "" for none) against
+// the one the profile's vectors are of, recording it on the first answer
+// that names one, and returns a *embedding.ModelChangedError when it is
+// another (embedding.SameModel). An answer that names no model is
+// accepted: there is nothing to compare. The first recorded model is not
+// compared with the configured name: providers that echo the requested
+// name (Ollama, vLLM, llama.cpp's server) answer it whatever they serve,
+// and those that answer what they serve (text-embeddings-inference's model
+// id, Azure's model behind a deployment name, OpenAI's versioned names)
+// differ from it by design, so a difference is no evidence of mixed
+// vectors; it is logged once, and the profile's vectors are that model's
+// from then on.
+func (c *profileCache) answered(ctx context.Context, d Dependencies, logger *slog.Logger, profile int16, model string) error {
+	if model == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.model == "" {
+		recorded, err := searchindex.RecordAnsweredModel(ctx, d.Pool, profile, model)
+		if err != nil {
+			return err
+		}
+		c.model = recorded
+		if configured := d.Embedder.Profile().Model; recorded == model && !embedding.SameModel(configured, model) {
+			logger.InfoContext(ctx, "the embedding provider answers another model name than the one configured; the profile's vectors are recorded as that model's",
+				slog.String("configured_model", configured), slog.String("answered_model", model))
+		}
+	}
+	if !embedding.SameModel(c.model, model) {
+		return &embedding.ModelChangedError{Recorded: c.model, Answered: model}
+	}
+	return nil
 }
 
 // embedJobs cuts ids into embed jobs of at most batch messages each.
