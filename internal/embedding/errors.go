@@ -96,22 +96,22 @@ func (e *AnswerError) Identity() string { return e.Name }
 // RetryLater reports false: the same request gets the same answer.
 func (e *AnswerError) RetryLater() bool { return false }
 
-// ModelChangedError is an answer naming another model than the one
-// recorded for the profile (or than an earlier answer of the same call):
-// its vectors are not comparable with the profile's, so none is kept.
-// Terminal: the provider keeps answering that model until it is
-// reconfigured. Its text names both models, which are configuration, not
-// mail.
+// ModelChangedError is an answer naming another model than the one its
+// vectors must be of: the one recorded for the profile, or the one an
+// earlier answer of the same call named. Its vectors are not comparable
+// with those, so none is kept. Terminal: the provider keeps answering
+// that model until it or the configuration changes. Its text names both
+// models, which are configuration, not mail.
 type ModelChangedError struct {
-	// Recorded is the model the profile's vectors were computed with.
+	// Recorded is the model the vectors must be of.
 	Recorded string
 	// Answered is the model the refused answer names.
 	Answered string
 }
 
 func (e *ModelChangedError) Error() string {
-	return failure.Text(fmt.Sprintf("embedding: the provider answered with model %q; the profile's vectors are of model %q, "+
-		"so this answer's vectors are not kept", e.Answered, e.Recorded), e.Identity())
+	return failure.Text(fmt.Sprintf("embedding: the provider answered with model %q where the vectors are of model %q; "+
+		"vectors of two models are never mixed, so this answer's are not kept", e.Answered, e.Recorded), e.Identity())
 }
 
 // Identity implements failure.Named.
