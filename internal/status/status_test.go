@@ -287,10 +287,15 @@ func TestOutstandingWork(t *testing.T) {
 		rep, metrics = read(t, b, cfg)
 		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, BacklogJobs: 2, AwaitingMessages: 2}, rep.Embedding)
 
+		primary = account(t, rep, "primary")
+		require.EqualValues(t, 2, *primary.AwaitingVectors)
+		require.EqualValues(t, 2, *primary.Folders[0].AwaitingVectors)
+		inStep(t, rep, metrics)
+
 		// Once an answer named its model, the profile shows it.
 		_, err = searchindex.RecordAnsweredModel(b.ctx, b.pool, profile, "served-model")
 		require.NoError(t, err)
-		rep, metrics = read(t, b, cfg)
+		rep, _ = read(t, b, cfg)
 		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, AnsweredModel: "served-model",
 			BacklogJobs: 2, AwaitingMessages: 2}, rep.Embedding)
 		h := status.NewHandler(b.pool, status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
@@ -304,10 +309,6 @@ func TestOutstandingWork(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, resp.Body.Close())
 		require.Contains(t, string(page), "Embedding test-model (8 dimensions; vectors of model served-model, as the provider answered)")
-		primary = account(t, rep, "primary")
-		require.EqualValues(t, 2, *primary.AwaitingVectors)
-		require.EqualValues(t, 2, *primary.Folders[0].AwaitingVectors)
-		inStep(t, rep, metrics)
 	})
 }
 
