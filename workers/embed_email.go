@@ -22,7 +22,10 @@ import (
 // have no vector under the active profile, and stores the vectors. The
 // provider is called outside any transaction, under the
 // AiProviderInvocation pipeline; a provider failure fails this job only
-// (River repeats it on its own schedule), never a synchronization.
+// (River repeats it on its own schedule), never a synchronization. An
+// answer naming another model than the one the profile's vectors are of
+// fails the job for good (EmbeddingModelChanged) with none of its vectors
+// written (profileCache.answered).
 type EmbedEmailWorker struct {
 	river.WorkerDefaults[jobs.EmbedEmail]
 	deps Dependencies
