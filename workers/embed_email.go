@@ -22,7 +22,10 @@ import (
 // have no vector under the active profile, and stores the vectors. The
 // provider is called outside any transaction, under the
 // AiProviderInvocation pipeline; a provider failure fails this job only
-// (River repeats it on its own schedule), never a synchronization.
+// (River repeats it on its own schedule), never a synchronization. An
+// answer naming another model than the one the profile's vectors are of
+// fails the job for good (EmbeddingModelChanged) with none of its vectors
+// written (profileCache.answered).
 type EmbedEmailWorker struct {
 	river.WorkerDefaults[jobs.EmbedEmail]
 	deps Dependencies
@@ -82,7 +85,7 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		texts[i] = p.Text
 	}
 	start := w.deps.Now()
-	vectors, err := w.deps.Embedder.Embed(ctx, texts)
+	vectors, answered, err := w.deps.Embedder.Embed(ctx, texts)
 	if err != nil {
 		// River repeats this job a bounded number of times; a walk of the
 		// embedding backfill is what offers these messages again should the
@@ -92,6 +95,12 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		}); serr != nil {
 			logger.WarnContext(ctx, "the embedding backfill could not be scheduled", slog.String("error", serr.Error()))
 		}
+		return fmt.Errorf("embed %d passages: %w", len(texts), err)
+	}
+	if err := w.deps.profile.answered(ctx, w.deps, logger, profile, answered); err != nil {
+		// None of the answer's vectors is written: they are another
+		// model's. The failure is terminal (the provider answers that
+		// model until it is reconfigured), so no backfill is scheduled.
 		return fmt.Errorf("embed %d passages: %w", len(texts), err)
 	}
 	pvs := make([]searchindex.PassageVector, len(pending))
@@ -123,10 +132,13 @@ func withNothingPending(ids []uuid.UUID, pending []searchindex.PendingPassage) [
 	return out
 }
 
-// profileCache holds the active profile's id once it is recorded.
+// profileCache holds the active profile's id once it is recorded, and the
+// model its vectors are of once an answer named one (that record never
+// changes, so caching it is safe).
 type profileCache struct {
-	mu sync.Mutex
-	v  int16
+	mu    sync.Mutex
+	v     int16
+	model string
 }
 
 // id returns the active profile's id, recording the profile on first use.
@@ -143,6 +155,41 @@ func (c *profileCache) id(ctx context.Context, d Dependencies) (int16, error) {
 	}
 	c.v = id
 	return id, nil
+}
+
+// answered checks the model an answer names (model, "" for none) against
+// the one the profile's vectors are of, recording it on the first answer
+// that names one, and returns a *embedding.ModelChangedError when it is
+// another (embedding.SameModel). An answer that names no model is
+// accepted: there is nothing to compare. The first recorded model is not
+// compared with the configured name: providers that echo the requested
+// name (Ollama, vLLM, llama.cpp's server) answer it whatever they serve,
+// and those that answer what they serve (text-embeddings-inference's model
+// id, Azure's model behind a deployment name, OpenAI's versioned names)
+// differ from it by design, so a difference is no evidence of mixed
+// vectors; it is logged once, and the profile's vectors are that model's
+// from then on.
+func (c *profileCache) answered(ctx context.Context, d Dependencies, logger *slog.Logger, profile int16, model string) error {
+	if model == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.model == "" {
+		recorded, err := searchindex.RecordAnsweredModel(ctx, d.Pool, profile, model)
+		if err != nil {
+			return err
+		}
+		c.model = recorded
+		if configured := d.Embedder.Profile().Model; recorded == model && !embedding.SameModel(configured, model) {
+			logger.InfoContext(ctx, "the embedding provider answers another model name than the one configured; the profile's vectors are recorded as that model's",
+				slog.String("configured_model", configured), slog.String("answered_model", model))
+		}
+	}
+	if !embedding.SameModel(c.model, model) {
+		return &embedding.ModelChangedError{Recorded: c.model, Answered: model}
+	}
+	return nil
 }
 
 // embedJobs cuts ids into embed jobs of at most batch messages each.

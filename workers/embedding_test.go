@@ -63,7 +63,7 @@ func (b *syncBundle) semantic(t *testing.T, text string) []searchindex.SemanticH
 	t.Helper()
 	ctx := context.Background()
 	deps := b.deps(t)
-	vs, err := deps.Embedder.Embed(ctx, []string{text})
+	vs, _, err := deps.Embedder.Embed(ctx, []string{text})
 	require.NoError(t, err)
 	p := deps.Embedder.Profile()
 	profile, err := searchindex.EnsureProfile(ctx, b.pool, p.Model, p.Dimensions)

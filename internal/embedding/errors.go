@@ -27,6 +27,9 @@ const (
 	// FailureProviderUnavailable: the provider did not answer or answered
 	// with a status worth repeating.
 	FailureProviderUnavailable = "EmbeddingProviderUnavailable"
+	// FailureModelChanged: the provider's answer names another model than
+	// the one the profile's vectors were computed with.
+	FailureModelChanged = "EmbeddingModelChanged"
 )
 
 // StatusError is an answer with a status other than 2xx. Its text holds
@@ -92,3 +95,27 @@ func (e *AnswerError) Identity() string { return e.Name }
 
 // RetryLater reports false: the same request gets the same answer.
 func (e *AnswerError) RetryLater() bool { return false }
+
+// ModelChangedError is an answer naming another model than the one its
+// vectors must be of: the one recorded for the profile, or the one an
+// earlier answer of the same call named. Its vectors are not comparable
+// with those, so none is kept. Terminal: the provider keeps answering
+// that model until it or the configuration changes. Its text names both
+// models, which are configuration, not mail.
+type ModelChangedError struct {
+	// Recorded is the model the vectors must be of.
+	Recorded string
+	// Answered is the model the refused answer names.
+	Answered string
+}
+
+func (e *ModelChangedError) Error() string {
+	return failure.Text(fmt.Sprintf("embedding: the provider answered with model %q where the vectors are of model %q; "+
+		"vectors of two models are never mixed, so this answer's are not kept", e.Answered, e.Recorded), e.Identity())
+}
+
+// Identity implements failure.Named.
+func (e *ModelChangedError) Identity() string { return FailureModelChanged }
+
+// RetryLater reports false: the provider answers the same model again.
+func (e *ModelChangedError) RetryLater() bool { return false }

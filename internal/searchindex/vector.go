@@ -36,6 +36,33 @@ func EnsureProfile(ctx context.Context, q Querier, model string, dimensions int)
 	return id, nil
 }
 
+// RecordAnsweredModel records model as the one the provider's answers name
+// for the profile's vectors, unless one is recorded already, and returns
+// the recorded one: model when this call or a concurrent one with the
+// same model recorded it, another when the profile's vectors are of
+// another model. Whether two names are the same model is the caller's to
+// decide; it never changes a recorded name. Run it outside a transaction
+// or in one at READ COMMITTED, so the read after a concurrent recording
+// sees it.
+func RecordAnsweredModel(ctx context.Context, q Querier, profile int16, model string) (string, error) {
+	if _, err := q.Exec(ctx, `UPDATE embedding_profiles SET answered_model = $2 WHERE id = $1 AND answered_model IS NULL`,
+		profile, model); err != nil {
+		return "", fmt.Errorf("searchindex: record the embedding profile's answered model: %w", err)
+	}
+	return AnsweredModel(ctx, q, profile)
+}
+
+// AnsweredModel returns the model recorded for the profile's vectors
+// (RecordAnsweredModel), "" while none is.
+func AnsweredModel(ctx context.Context, q Querier, profile int16) (string, error) {
+	var model string
+	if err := q.QueryRow(ctx, `SELECT coalesce(answered_model, '') FROM embedding_profiles WHERE id = $1`,
+		profile).Scan(&model); err != nil {
+		return "", fmt.Errorf("searchindex: read the embedding profile's answered model: %w", err)
+	}
+	return model, nil
+}
+
 // PendingPassage is a passage that has no vector under a profile.
 type PendingPassage struct {
 	StoredEmailID uuid.UUID
@@ -291,11 +318,14 @@ type Profile struct {
 	ID         int16
 	Model      string
 	Dimensions int
+	// AnsweredModel is the model the provider's answers name for its
+	// vectors (RecordAnsweredModel); "" while none is recorded.
+	AnsweredModel string
 }
 
 // Profiles returns every recorded embedding profile, in id order.
 func Profiles(ctx context.Context, q Querier) ([]Profile, error) {
-	rows, err := q.Query(ctx, `SELECT id, model, dimensions FROM embedding_profiles ORDER BY id`)
+	rows, err := q.Query(ctx, `SELECT id, model, dimensions, coalesce(answered_model, '') FROM embedding_profiles ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: list the embedding profiles: %w", err)
 	}

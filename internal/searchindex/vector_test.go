@@ -2,6 +2,7 @@ package searchindex_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -143,6 +144,42 @@ func TestVectors(t *testing.T) {
 			Profile: other, Vector: embedtest.Embed("crane", dims), Accounts: []string{"primary"}})
 		require.NoError(t, err)
 		require.Empty(t, hits, "another profile's vectors are never compared")
+	})
+
+	t.Run("TheFirstAnsweredModelIsRecordedAndNeverChanged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		model, err := searchindex.AnsweredModel(b.ctx, b.pool, b.profile)
+		require.NoError(t, err)
+		require.Empty(t, model, "none recorded before an answer names one")
+		recorded, err := searchindex.RecordAnsweredModel(b.ctx, b.pool, b.profile, "served-model")
+		require.NoError(t, err)
+		require.Equal(t, "served-model", recorded)
+		recorded, err = searchindex.RecordAnsweredModel(b.ctx, b.pool, b.profile, "another-model")
+		require.NoError(t, err)
+		require.Equal(t, "served-model", recorded, "a recorded model is kept")
+		profiles, err := searchindex.Profiles(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, []searchindex.Profile{{ID: b.profile, Model: "test-model", Dimensions: dims, AnsweredModel: "served-model"}}, profiles)
+
+		// Recordings that race for a fresh profile agree on one model.
+		fresh, err := searchindex.EnsureProfile(b.ctx, b.pool, "fresh-model", dims)
+		require.NoError(t, err)
+		answers := make(chan string, 8)
+		for i := range cap(answers) {
+			go func() {
+				recorded, err := searchindex.RecordAnsweredModel(b.ctx, b.pool, fresh, fmt.Sprintf("model-%d", i))
+				if err != nil {
+					recorded = err.Error()
+				}
+				answers <- recorded
+			}()
+		}
+		first := <-answers
+		require.Regexp(t, `^model-\d$`, first)
+		for range cap(answers) - 1 {
+			require.Equal(t, first, <-answers)
+		}
 	})
 
 	t.Run("AVectorOfRewrittenTextIsNotStored", func(t *testing.T) {

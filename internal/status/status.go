@@ -56,6 +56,11 @@ type Embedding struct {
 	// ProfileID is the recorded profile's id, 0 until the first embed job
 	// or semantic search records it.
 	ProfileID int16 `json:"profile_id"`
+	// AnsweredModel is the model the provider's answers named for the
+	// profile's vectors, recorded from the first answer that named one;
+	// empty until then. An answer naming another model is refused
+	// (EmbeddingModelChanged on its embed job, in River UI).
+	AnsweredModel string `json:"answered_model,omitempty"`
 	// BacklogJobs counts the embed jobs waiting to run (available) on the
 	// embeddings queue, counted no further than a million.
 	BacklogJobs int `json:"backlog_jobs"`
@@ -478,6 +483,12 @@ func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embeddi
 	if err != nil {
 		return nil, nil, err
 	}
+	var answered string
+	if recorded {
+		if answered, err = searchindex.AnsweredModel(ctx, q, id); err != nil {
+			return nil, nil, err
+		}
+	}
 	jobsWaiting, err := jobqueue.AvailableJobs(ctx, q, jobs.QueueEmbeddings, jobs.EmbedEmail{}.Kind(), backlogCountCap)
 	if err != nil {
 		return nil, nil, err
@@ -491,7 +502,7 @@ func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embeddi
 	if err != nil {
 		return nil, nil, err
 	}
-	emb := &Embedding{Model: e.Model, Dimensions: e.Dimensions, ProfileID: id, BacklogJobs: jobsWaiting}
+	emb := &Embedding{Model: e.Model, Dimensions: e.Dimensions, ProfileID: id, AnsweredModel: answered, BacklogJobs: jobsWaiting}
 	for _, b := range backlog {
 		emb.AwaitingMessages += b.Awaiting
 	}

@@ -89,6 +89,21 @@ func TestOutstandingWork(t *testing.T) {
 		require.NoError(t, err)
 		return cfg
 	}
+	// get answers path of the status handler over HTTP.
+	get := func(t *testing.T, b *testBundle, cfg *config.Config, path string) []byte {
+		t.Helper()
+		h := status.NewHandler(b.pool, status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
+		mux := http.NewServeMux()
+		h.Mount(mux, func(h http.Handler) http.Handler { return h })
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return body
+	}
 	read := func(t *testing.T, b *testBundle, cfg *config.Config) (status.Report, map[string]float64) {
 		t.Helper()
 		opts := status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}
@@ -224,23 +239,11 @@ func TestOutstandingWork(t *testing.T) {
 		inStep(t, rep, metrics)
 
 		// The page shows them too.
-		h := status.NewHandler(b.pool, status.Options{Config: load(t), Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
-		mux := http.NewServeMux()
-		h.Mount(mux, func(h http.Handler) http.Handler { return h })
-		srv := httptest.NewServer(mux)
-		t.Cleanup(srv.Close)
-		resp, err := http.Get(srv.URL + "/status")
-		require.NoError(t, err)
-		page, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
+		page := get(t, b, load(t), "/status")
 		require.Contains(t, string(page), "code "+mutation.CodeNoSafeWay)
 		require.Contains(t, string(page), "1 move(s) or copy(ies) completed, unjoined")
-		resp, err = http.Get(srv.URL + "/api/v1/status")
-		require.NoError(t, err)
 		var api status.Report
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&api))
-		require.NoError(t, resp.Body.Close())
+		require.NoError(t, json.Unmarshal(get(t, b, load(t), "/api/v1/status"), &api))
 		require.EqualValues(t, 1, account(t, api, "primary").Mutations.CompletedUnjoined)
 		require.Contains(t, string(page), "Embedding: no profile configured.")
 	})
@@ -286,10 +289,19 @@ func TestOutstandingWork(t *testing.T) {
 
 		rep, metrics = read(t, b, cfg)
 		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, BacklogJobs: 2, AwaitingMessages: 2}, rep.Embedding)
+
 		primary = account(t, rep, "primary")
 		require.EqualValues(t, 2, *primary.AwaitingVectors)
 		require.EqualValues(t, 2, *primary.Folders[0].AwaitingVectors)
 		inStep(t, rep, metrics)
+
+		// Once an answer named its model, the profile shows it.
+		_, err = searchindex.RecordAnsweredModel(b.ctx, b.pool, profile, "served-model")
+		require.NoError(t, err)
+		rep, _ = read(t, b, cfg)
+		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, AnsweredModel: "served-model",
+			BacklogJobs: 2, AwaitingMessages: 2}, rep.Embedding)
+		require.Contains(t, string(get(t, b, cfg, "/status")), "Embedding test-model (8 dimensions; vectors of model served-model, as the provider answered)")
 	})
 }
 

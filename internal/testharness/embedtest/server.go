@@ -15,6 +15,11 @@
 //	// configure MAILFATHOM_EMBEDDING_PROVIDER_URL=srv.URL ...
 //	srv.SetFault(embedtest.Fault{Kind: embedtest.TooManyRequests, RetryAfter: time.Second})
 //
+// An answer names the model the request named, as Ollama and vLLM answer;
+// Options.AnsweredModel (or SetAnsweredModel, from the next request on)
+// names another, as a provider serving something else under the name
+// would, and Options.OmitModel names none, as some llama.cpp servers do.
+//
 // Faults: TooManyRequests (429 with Retry-After), ServerError (500), Hang
 // (the answer never comes, until the request is cancelled or the server
 // closes), WrongDimension (vectors one coordinate short) and WrongCount
@@ -23,6 +28,7 @@
 package embedtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"hash/fnv"
 	"math"
@@ -70,6 +76,11 @@ type Options struct {
 	APIKey string
 	// Latency is added before every healthy answer. Default none.
 	Latency time.Duration
+	// AnsweredModel is the model every answer names. Default: the model
+	// the request names.
+	AnsweredModel string
+	// OmitModel leaves the model out of every answer. Default false.
+	OmitModel bool
 }
 
 // Server is a running test provider.
@@ -83,6 +94,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	fault    Fault
+	answered string
 	requests int
 	inputs   int
 	models   map[string]int
@@ -94,7 +106,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.Dimensions <= 0 {
 		opts.Dimensions = 64
 	}
-	s := &Server{opts: opts, closed: make(chan struct{}), models: map[string]int{}}
+	s := &Server{opts: opts, closed: make(chan struct{}), models: map[string]int{}, answered: opts.AnsweredModel}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	t.Cleanup(s.Close)
@@ -118,6 +130,14 @@ func (s *Server) SetFault(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fault = f
+}
+
+// SetAnsweredModel changes the model answers name from the next request
+// on; "" names the request's model again.
+func (s *Server) SetAnsweredModel(model string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answered = model
 }
 
 // Requests is how many requests reached /embeddings, answered or not.
@@ -155,7 +175,7 @@ type datum struct {
 type response struct {
 	Object string  `json:"object"`
 	Data   []datum `json:"data"`
-	Model  string  `json:"model"`
+	Model  string  `json:"model,omitempty"`
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +185,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests++
-	fault := s.fault
+	fault, answered := s.fault, s.answered
 	if s.fault.Times > 0 {
 		if s.fault.Times--; s.fault.Times == 0 {
 			s.fault = Fault{}
@@ -221,7 +241,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if fault.Kind == WrongDimension {
 		dims--
 	}
-	resp := response{Object: "list", Model: req.Model}
+	resp := response{Object: "list", Model: cmp.Or(answered, req.Model)}
+	if s.opts.OmitModel {
+		resp.Model = ""
+	}
 	for i, in := range inputs {
 		if fault.Kind == WrongCount && i == len(inputs)-1 {
 			break

@@ -81,6 +81,28 @@ func TestServer(t *testing.T) {
 		require.Equal(t, 1, b.srv.Model("m"))
 	})
 
+	t.Run("AnsweredModel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, embedtest.Options{})
+		_, out := post(t, context.Background(), b.srv.URL, "", "one")
+		require.Equal(t, "m", out["model"], "the request's model by default")
+		b.srv.SetAnsweredModel("other")
+		_, out = post(t, context.Background(), b.srv.URL, "", "one")
+		require.Equal(t, "other", out["model"])
+		b.srv.SetAnsweredModel("")
+		_, out = post(t, context.Background(), b.srv.URL, "", "one")
+		require.Equal(t, "m", out["model"])
+
+		named := setup(t, embedtest.Options{AnsweredModel: "served"})
+		_, out = post(t, context.Background(), named.srv.URL, "", "one")
+		require.Equal(t, "served", out["model"])
+
+		omitted := setup(t, embedtest.Options{OmitModel: true})
+		_, out = post(t, context.Background(), omitted.srv.URL, "", "one")
+		require.NotContains(t, out, "model")
+		require.Len(t, vectors(out), 1)
+	})
+
 	t.Run("APIKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, embedtest.Options{APIKey: "k"})
