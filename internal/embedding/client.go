@@ -106,13 +106,7 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	out := make([][]float32, 0, len(texts))
 	for len(texts) > 0 {
 		n := min(len(texts), MaxInputsPerRequest)
-		key := resilience.Key{Class: resilience.AiProviderInvocation, Instance: Instance}
-		vs, err := resilience.Get(ctx, c.opts.Registry, key, OperationEmbed, func(ctx context.Context) ([][]float32, error) {
-			start := time.Now()
-			vs, err := c.call(ctx, texts[:n])
-			c.opts.Metrics.request(time.Since(start), err)
-			return vs, err
-		})
+		vs, err := c.request(ctx, texts[:n])
 		if err != nil {
 			return nil, err
 		}
@@ -120,6 +114,18 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		texts = texts[n:]
 	}
 	return out, nil
+}
+
+// request sends texts, at most MaxInputsPerRequest, in one request under
+// the pipeline.
+func (c *Client) request(ctx context.Context, texts []string) ([][]float32, error) {
+	key := resilience.Key{Class: resilience.AiProviderInvocation, Instance: Instance}
+	return resilience.Get(ctx, c.opts.Registry, key, OperationEmbed, func(ctx context.Context) ([][]float32, error) {
+		start := time.Now()
+		vs, err := c.call(ctx, texts)
+		c.opts.Metrics.request(time.Since(start), err)
+		return vs, err
+	})
 }
 
 type request struct {
