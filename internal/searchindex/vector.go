@@ -2,7 +2,6 @@ package searchindex
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,17 +37,27 @@ type PendingPassage struct {
 	Text          string
 }
 
+// awaitsVector is the condition that passage p awaits a vector under the
+// profile the SQL expression profile names: it has none, and the provider
+// has not refused it (RecordRefusals).
+func awaitsVector(profile string) string {
+	return `NOT EXISTS (SELECT 1 FROM passage_vectors v
+		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = ` + profile + `)
+		  AND NOT EXISTS (SELECT 1 FROM passage_refusals r
+		                  WHERE r.stored_email_id = p.stored_email_id AND r.ordinal = p.ordinal AND r.profile_id = ` + profile + `)`
+}
+
 // PassagesAwaitingVectors returns, in email and ordinal order, the
-// passages of the served messages among ids that have no vector under
-// profile. A tombstoned or no longer served message has none awaiting.
+// passages of the served messages among ids that await a vector under
+// profile: that have none, and that the provider has not refused. A
+// tombstoned or no longer served message has none awaiting.
 func PassagesAwaitingVectors(ctx context.Context, q Querier, profile int16, ids []uuid.UUID) ([]PendingPassage, error) {
 	rows, err := q.Query(ctx, `
 		SELECT p.stored_email_id, p.ordinal, p.text
 		FROM email_passages p
 		JOIN served_stored_emails e ON e.id = p.stored_email_id
 		WHERE p.stored_email_id = ANY($2)
-		  AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1)
+		  AND `+awaitsVector("$1")+`
 		ORDER BY p.stored_email_id, p.ordinal`, profile, ids)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: select passages awaiting vectors: %w", err)
@@ -91,20 +100,17 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 	if len(vs) == 0 {
 		return 0, nil
 	}
-	ids := make([]uuid.UUID, len(vs))
-	ords := make([]int16, len(vs))
-	digests := make([][]byte, len(vs))
+	ps := make([]PendingPassage, len(vs))
 	sigs := make([]pgtype.Bits, len(vs))
 	vecs := make([][]byte, len(vs))
 	floats := make([][]float32, len(vs))
 	for i, v := range vs {
-		ids[i], ords[i] = v.Passage.StoredEmailID, v.Passage.Ordinal
-		d := sha256.Sum256([]byte(v.Passage.Text))
-		digests[i] = d[:]
+		ps[i] = v.Passage
 		sigs[i] = Signature(v.Vector)
 		vecs[i] = EncodeVector(v.Vector)
 		floats[i] = v.Vector
 	}
+	ids, ords, digests := passageKeys(ps)
 	lists := assignLists(g, floats)
 	codes := make([][]byte, len(vs))
 	if len(vs[0].Vector) <= MaxCodedDimensions {
@@ -142,16 +148,15 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 }
 
 // EmailsAwaitingVectors returns, in id order, at most limit served
-// messages past after with at least one passage that has no vector under
-// profile.
+// messages past after with at least one passage awaiting a vector under
+// profile (PassagesAwaitingVectors).
 func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	rows, err := q.Query(ctx, `
 		SELECT e.id FROM served_stored_emails e
 		WHERE e.id > $2
 		  AND EXISTS (SELECT 1 FROM email_passages p
 		              WHERE p.stored_email_id = e.id
-		                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1))
+		                AND `+awaitsVector("$1")+`)
 		ORDER BY e.id
 		LIMIT $3`, profile, after, limit)
 	if err != nil {
@@ -165,23 +170,29 @@ func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after 
 }
 
 // ProfileBacklog is how many served messages await vectors under one
-// profile.
+// profile, and how many of their passages the provider refused under it.
 type ProfileBacklog struct {
 	ProfileID  int16
 	Model      string
 	Dimensions int
 	Awaiting   int64
+	// Refused counts the served messages' passages the provider refused
+	// (RecordRefusals); none of them is awaiting.
+	Refused int64
 }
 
 // AwaitingPerProfile counts, for every recorded profile, the served
-// messages with a passage that has no vector under it.
+// messages with a passage awaiting a vector under it, and the served
+// messages' refused passages.
 func AwaitingPerProfile(ctx context.Context, q Querier) ([]ProfileBacklog, error) {
 	rows, err := q.Query(ctx, `
 		SELECT pr.id, pr.model, pr.dimensions,
 		       (SELECT count(DISTINCT p.stored_email_id)
 		        FROM email_passages p JOIN served_stored_emails e ON e.id = p.stored_email_id
-		        WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                          WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = pr.id))
+		        WHERE `+awaitsVector("pr.id")+`),
+		       (SELECT count(*)
+		        FROM passage_refusals r JOIN served_stored_emails e ON e.id = r.stored_email_id
+		        WHERE r.profile_id = pr.id)
 		FROM embedding_profiles pr ORDER BY pr.id`)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: count emails awaiting vectors: %w", err)
@@ -218,10 +229,11 @@ type FolderBacklog struct {
 }
 
 // AwaitingVectorsByFolder counts, per account and folder alias (across the
-// alias's bindings), the served messages with a passage that has no vector
-// under profile; a folder with none is left out. A profile that is not
-// recorded (0) has no vectors, so every message with passages awaits. The
-// sum over the folders is what AwaitingPerProfile counts for profile.
+// alias's bindings), the served messages with a passage awaiting a vector
+// under profile (PassagesAwaitingVectors); a folder with none is left out.
+// A profile that is not recorded (0) has no vectors, so every message with
+// passages awaits. The sum over the folders is what AwaitingPerProfile
+// counts for profile.
 func AwaitingVectorsByFolder(ctx context.Context, q Querier, profile int16) ([]FolderBacklog, error) {
 	rows, err := q.Query(ctx, `
 		SELECT a.account_key, f.alias, count(*)
@@ -230,9 +242,7 @@ func AwaitingVectorsByFolder(ctx context.Context, q Querier, profile int16) ([]F
 		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
 		WHERE EXISTS (SELECT 1 FROM email_passages p
 		              WHERE p.stored_email_id = e.id
-		                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal
-		                                  AND v.profile_id = $1))
+		                AND `+awaitsVector("$1")+`)
 		GROUP BY a.account_key, f.alias
 		ORDER BY a.account_key, f.alias`, profile)
 	if err != nil {
