@@ -52,8 +52,8 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		fmt.Fprintln(stdout, "synchronization is disabled (MAILFATHOM_SYNC_ENABLED=false)")
 	}
 	if e := rep.Embedding; e != nil {
-		fmt.Fprintf(stdout, "embedding %s (%d dimensions): %d embed jobs waiting, %d messages awaiting vectors\n",
-			e.Model, e.Dimensions, e.BacklogJobs, e.AwaitingMessages)
+		fmt.Fprintf(stdout, "embedding %s (%d dimensions): %d embed jobs waiting, %d messages awaiting vectors, %d passages refused by the provider\n",
+			e.Model, e.Dimensions, e.BacklogJobs, e.AwaitingMessages, e.RefusedPassages)
 	} else {
 		fmt.Fprintln(stdout, "embedding: no profile (MAILFATHOM_EMBEDDING_PROVIDER_URL is not set)")
 	}
@@ -117,6 +117,11 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 				fmt.Fprintf(stdout, "; reached, downloading continues at %s", b.ContinuesAt.UTC().Format(time.RFC3339))
 			}
 			fmt.Fprintln(stdout)
+		}
+	}
+	for _, a := range rep.Accounts {
+		if n := a.RefusedPassages; n != nil && *n > 0 {
+			fmt.Fprintf(stdout, "%s: %d passage(s) refused by the embedding provider; they are not offered again until their text changes\n", a.ID, *n)
 		}
 	}
 	for _, a := range rep.Accounts {

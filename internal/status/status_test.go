@@ -156,6 +156,10 @@ func TestOutstandingWork(t *testing.T) {
 				strconv.Itoa(e.Dimensions), e.Model, strconv.Itoa(int(e.ProfileID)))
 			require.Contains(t, metrics, key)
 			require.Equal(t, float64(e.AwaitingMessages), metrics[key])
+			key = fmt.Sprintf("mailfathom_embedding_passages_refused{dimensions=%q,model=%q,profile=%q}",
+				strconv.Itoa(e.Dimensions), e.Model, strconv.Itoa(int(e.ProfileID)))
+			require.Contains(t, metrics, key)
+			require.Equal(t, float64(e.RefusedPassages), metrics[key])
 		}
 	}
 	account := func(t *testing.T, rep status.Report, id string) status.Account {
@@ -289,7 +293,44 @@ func TestOutstandingWork(t *testing.T) {
 		primary = account(t, rep, "primary")
 		require.EqualValues(t, 2, *primary.AwaitingVectors)
 		require.EqualValues(t, 2, *primary.Folders[0].AwaitingVectors)
+		require.EqualValues(t, 0, *primary.RefusedPassages)
 		inStep(t, rep, metrics)
+
+		// The provider refused both passages of the second message: it no
+		// longer awaits, and its passages count as refused.
+		pending, err = searchindex.PassagesAwaitingVectors(b.ctx, b.pool, profile, b.emails[1:2])
+		require.NoError(t, err)
+		require.Len(t, pending, 2)
+		var rs []searchindex.PassageRefusal
+		for _, p := range pending {
+			rs = append(rs, searchindex.PassageRefusal{Passage: p, Status: 413})
+		}
+		_, err = searchindex.RecordRefusals(b.ctx, b.pool, profile, rs)
+		require.NoError(t, err)
+		rep, metrics = read(t, b, cfg)
+		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, BacklogJobs: 2,
+			AwaitingMessages: 1, RefusedPassages: 2}, rep.Embedding)
+		primary = account(t, rep, "primary")
+		require.EqualValues(t, 1, *primary.AwaitingVectors)
+		require.EqualValues(t, 2, *primary.RefusedPassages)
+		require.EqualValues(t, 2, *primary.Folders[0].RefusedPassages)
+		require.EqualValues(t, 0, *account(t, rep, "other").RefusedPassages)
+		inStep(t, rep, metrics)
+
+		// The page and the JSON show them too.
+		h := status.NewHandler(b.pool, status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
+		mux := http.NewServeMux()
+		h.Mount(mux, func(h http.Handler) http.Handler { return h })
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		for path, want := range map[string]string{"/status": "2 passage(s) refused by the provider", "/api/v1/status": `"refused_passages": 2`} {
+			resp, err := http.Get(srv.URL + path)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.Contains(t, string(body), want, path)
+		}
 	})
 }
 
