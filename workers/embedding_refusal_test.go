@@ -33,14 +33,8 @@ const winchLog = "From: Harbour Master <master@example.test>\r\n" +
 // refused is how many passages of served messages are refused under model.
 func (b *syncBundle) refused(t *testing.T, model string) int64 {
 	t.Helper()
-	backlog, err := searchindex.AwaitingPerProfile(context.Background(), b.pool)
-	require.NoError(t, err)
-	for _, p := range backlog {
-		if p.Model == model {
-			return p.Refused
-		}
-	}
-	return 0
+	p, _ := b.backlog(t, model)
+	return p.Refused
 }
 
 func (b *syncBundle) count(t *testing.T, sql string, args ...any) int {

@@ -318,20 +318,30 @@ func TestOutstandingWork(t *testing.T) {
 		inStep(t, rep, metrics)
 
 		// The page and the JSON show them too.
-		h := status.NewHandler(b.pool, status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
-		mux := http.NewServeMux()
-		h.Mount(mux, func(h http.Handler) http.Handler { return h })
-		srv := httptest.NewServer(mux)
-		t.Cleanup(srv.Close)
-		for path, want := range map[string]string{"/status": "2 passage(s) refused by the provider", "/api/v1/status": `"refused_passages": 2`} {
-			resp, err := http.Get(srv.URL + path)
-			require.NoError(t, err)
-			body, err := io.ReadAll(resp.Body)
-			require.NoError(t, err)
-			require.NoError(t, resp.Body.Close())
-			require.Contains(t, string(body), want, path)
-		}
+		served(t, b.pool, status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}, map[string]string{
+			"/status":        "2 passage(s) refused by the provider",
+			"/api/v1/status": `"refused_passages": 2`,
+		})
 	})
+}
+
+// served requires that what the handler serves at each path contains
+// the text given for it.
+func served(t *testing.T, q status.Querier, opts status.Options, want map[string]string) {
+	t.Helper()
+	h := status.NewHandler(q, opts, slog.New(slog.DiscardHandler))
+	mux := http.NewServeMux()
+	h.Mount(mux, func(h http.Handler) http.Handler { return h })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for path, text := range want {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Contains(t, string(body), text, path)
+	}
 }
 
 // TestUnresolvedAliasIsNotWatched: an alias the account's latest run
@@ -384,22 +394,10 @@ func TestUnresolvedAliasIsNotWatched(t *testing.T) {
 	require.Equal(t, "Push", folders[1].EffectiveMode)
 	require.Empty(t, folders[1].Unresolved)
 
-	h := status.NewHandler(pool, opts, slog.New(slog.DiscardHandler))
-	mux := http.NewServeMux()
-	h.Mount(mux, func(h http.Handler) http.Handler { return h })
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	for path, want := range map[string]string{
+	served(t, pool, opts, map[string]string{
 		"/api/v1/status": `"unresolved": "FolderAliasUnresolved"`,
 		"/status":        "(unresolved: FolderAliasUnresolved)",
-	} {
-		resp, err := http.Get(srv.URL + path)
-		require.NoError(t, err)
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
-		require.Contains(t, string(body), want, path)
-	}
+	})
 }
 
 // TestThrottledAccountAndDownloadBudget: an account its server throttles
