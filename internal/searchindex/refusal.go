@@ -21,7 +21,8 @@ type PassageRefusal struct {
 // for embedding again, nor counted as awaiting. A refusal is recorded only
 // while its passage still holds the text that was refused, and goes with
 // it: a passage whose text changes is written anew (writePassages) and
-// awaits a vector again. It records a passage once; a second refusal of it
+// awaits a vector again. A message none of whose passages awaits any more
+// leaves the profile's backlog (SettleBacklog). It records a passage once; a second refusal of it
 // changes nothing. It returns how many it recorded.
 //
 // It keeps the status and the time, never the text.
@@ -44,6 +45,9 @@ func RecordRefusals(ctx context.Context, q Querier, profile int16, rs []PassageR
 		profile, ids, ords, digests, statuses)
 	if err != nil {
 		return 0, fmt.Errorf("searchindex: record refused passages: %w", err)
+	}
+	if err := SettleBacklog(ctx, q, profile, ids); err != nil {
+		return 0, err
 	}
 	return int(tag.RowsAffected()), nil
 }

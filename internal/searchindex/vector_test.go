@@ -236,7 +236,18 @@ func TestVectors(t *testing.T) {
 		require.Len(t, pending, 2, "the rewritten passage awaits a vector again")
 		require.Equal(t, "The inspectors found the winches of both cranes worn.", pending[1].Text)
 
-		refuse(t, b, id, 422)
+		// As an embed job stores them: the vectors, then the refusals. The
+		// message owes nothing more and leaves the backlog; the two others
+		// still await.
+		_, err = searchindex.WriteVectors(b.ctx, b.pool, b.profile, []searchindex.PassageVector{
+			{Passage: pending[0], Vector: embedtest.Embed(pending[0].Text, dims)}})
+		require.NoError(t, err)
+		_, err = searchindex.RecordRefusals(b.ctx, b.pool, b.profile, []searchindex.PassageRefusal{{Passage: pending[1], Status: 422}})
+		require.NoError(t, err)
+		backlog, err := searchindex.AwaitingPerProfile(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, []searchindex.ProfileBacklog{{ProfileID: b.profile, Model: "test-model", Dimensions: dims, Awaiting: 2, Refused: 1}}, backlog)
+
 		require.NoError(t, searchindex.DropProfile(b.ctx, b.pool, b.profile))
 		var n int
 		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM passage_refusals`).Scan(&n))

@@ -496,7 +496,7 @@ const backlogCountCap = 1_000_000
 // profile without recording the profile: one not yet recorded has no
 // vectors and no refusals, so every message with passages awaits them.
 func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embedding, []searchindex.FolderBacklog, []searchindex.FolderRefusals, error) {
-	id, _, err := searchindex.FindProfile(ctx, q, e.Model, e.Dimensions)
+	id, recorded, err := searchindex.FindProfile(ctx, q, e.Model, e.Dimensions)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -504,13 +504,20 @@ func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embeddi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	backlog, err := searchindex.AwaitingVectorsByFolder(ctx, q, id)
+	var backlog []searchindex.FolderBacklog
+	if recorded {
+		backlog, err = searchindex.AwaitingVectorsByFolder(ctx, q, id)
+	} else {
+		backlog, err = searchindex.AwaitingWithoutProfile(ctx, q)
+	}
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	refusals, err := searchindex.RefusedPassagesByFolder(ctx, q, id)
-	if err != nil {
-		return nil, nil, nil, err
+	var refusals []searchindex.FolderRefusals
+	if recorded {
+		if refusals, err = searchindex.RefusedPassagesByFolder(ctx, q, id); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	emb := &Embedding{Model: e.Model, Dimensions: e.Dimensions, ProfileID: id, BacklogJobs: jobsWaiting}
 	for _, b := range backlog {
