@@ -126,11 +126,15 @@ func TestOutstandingWork(t *testing.T) {
 					require.Equal(t, float64(f.Mutations.ByState(state)), metrics[key], key)
 				}
 				key := fmt.Sprintf("mailfathom_folder_messages_awaiting_vectors{account=%q,alias=%q}", a.ID, f.Alias)
+				refused := fmt.Sprintf("mailfathom_folder_passages_refused{account=%q,alias=%q}", a.ID, f.Alias)
 				if f.AwaitingVectors == nil {
 					require.NotContains(t, metrics, key)
+					require.NotContains(t, metrics, refused)
 					continue
 				}
 				require.Equal(t, float64(*f.AwaitingVectors), metrics[key], key)
+				require.Contains(t, metrics, refused)
+				require.Equal(t, float64(*f.RefusedPassages), metrics[refused], refused)
 			}
 			// The mutation collector's figures, summed over kinds, are
 			// the account's own.
