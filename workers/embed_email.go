@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,21 +20,29 @@ import (
 )
 
 // EmbedEmailWorker embeds the passages of the messages a job names that
-// have no vector under the active profile, and stores the vectors. The
+// await a vector under the active profile, and stores the vectors. The
 // provider is called outside any transaction, under the
 // AiProviderInvocation pipeline; a provider failure fails this job only
 // (River repeats it on its own schedule), never a synchronization. An
 // answer naming another model than the one the profile's vectors are of
 // fails the job for good (EmbeddingModelChanged) with none of its vectors
 // written (profileCache.answered).
+//
+// A passage the provider refuses for good (embedding.Client.EmbedEach
+// isolates it) fails neither the job nor the passages sent with it: its
+// refusal is recorded with the provider's status under the profile, every
+// other passage gets its vector, and the refused one no longer awaits —
+// no walk of the embedding backfill offers it again until its text
+// changes.
 type EmbedEmailWorker struct {
 	river.WorkerDefaults[jobs.EmbedEmail]
 	deps Dependencies
 }
 
 // Timeout implements river.Worker: a job of BATCH_SIZE messages makes up
-// to BATCH_SIZE × 33 / 64 requests one after another, each bounded by the
-// pipeline's total timeout.
+// to BATCH_SIZE × 33 / 64 requests one after another, and at most 12 more
+// per passage the provider refuses, each bounded by the pipeline's total
+// timeout.
 func (w *EmbedEmailWorker) Timeout(*river.Job[jobs.EmbedEmail]) time.Duration {
 	return 30 * time.Minute
 }
@@ -85,7 +94,7 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		texts[i] = p.Text
 	}
 	start := w.deps.Now()
-	vectors, answered, err := w.deps.Embedder.Embed(ctx, texts)
+	vectors, refusals, answered, err := w.deps.Embedder.EmbedEach(ctx, texts)
 	if err != nil {
 		// River repeats this job a bounded number of times; a walk of the
 		// embedding backfill is what offers these messages again should the
@@ -98,22 +107,55 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		return fmt.Errorf("embed %d passages: %w", len(texts), err)
 	}
 	if err := w.deps.profile.answered(ctx, w.deps, logger, profile, answered); err != nil {
-		// None of the answer's vectors is written: they are another
-		// model's. The failure is terminal (the provider answers that
-		// model until it is reconfigured), so no backfill is scheduled.
+		// None of the answer's vectors is written, and none of its
+		// refusals recorded: they are another model's. The failure is
+		// terminal (the provider answers that model until it is
+		// reconfigured), so no backfill is scheduled.
 		return fmt.Errorf("embed %d passages: %w", len(texts), err)
 	}
-	pvs := make([]searchindex.PassageVector, len(pending))
+	pvs := make([]searchindex.PassageVector, 0, len(pending))
 	for i, p := range pending {
-		pvs[i] = searchindex.PassageVector{Passage: p, Vector: vectors[i]}
+		if vectors[i] != nil {
+			pvs = append(pvs, searchindex.PassageVector{Passage: p, Vector: vectors[i]})
+		}
 	}
 	n, err := w.deps.vectorIndex.WriteVectors(ctx, w.deps.Pool, profile, pvs)
 	if err != nil {
 		return err
 	}
 	w.deps.EmbeddingMetrics.Embedded(n)
+	if err := w.recordRefusals(ctx, logger, profile, pending, refusals); err != nil {
+		return err
+	}
 	logger.DebugContext(ctx, "passages embedded", slog.Int("messages", len(job.Args.EmailIDs)),
-		slog.Int("passages", len(pending)), slog.Int("stored", n), slog.Duration("duration", w.deps.Now().Sub(start)))
+		slog.Int("passages", len(pending)), slog.Int("stored", n), slog.Int("refused", len(refusals)),
+		slog.Duration("duration", w.deps.Now().Sub(start)))
+	return nil
+}
+
+// recordRefusals records the passages the provider refused, so they no
+// longer await a vector, and says so once per job: how many and with which
+// statuses, never which text. A job that fails here is repeated, and asks
+// the provider about the refused passages only.
+func (w *EmbedEmailWorker) recordRefusals(ctx context.Context, logger *slog.Logger, profile int16, pending []searchindex.PendingPassage, refusals []embedding.Refusal) error {
+	if len(refusals) == 0 {
+		return nil
+	}
+	rs := make([]searchindex.PassageRefusal, len(refusals))
+	var statuses []int
+	for i, r := range refusals {
+		rs[i] = searchindex.PassageRefusal{Passage: pending[r.Index], Status: r.Status}
+		if !slices.Contains(statuses, r.Status) {
+			statuses = append(statuses, r.Status)
+		}
+	}
+	n, err := searchindex.RecordRefusals(ctx, w.deps.Pool, profile, rs)
+	if err != nil {
+		return err
+	}
+	logger.WarnContext(ctx, "the embedding provider refused passages; they are recorded as refused and not offered again until their text changes",
+		slog.Int("refused", len(refusals)), slog.Int("recorded", n), slog.Any("statuses", statuses),
+		slog.String("failure", embedding.FailureInputRefused))
 	return nil
 }
 

@@ -119,6 +119,11 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		}
 	}
 	for _, a := range rep.Accounts {
+		if n := a.RefusedPassages; n != nil && *n > 0 {
+			fmt.Fprintf(stdout, "%s: %d passage(s) refused by the embedding provider; they are not offered again until their text changes\n", a.ID, *n)
+		}
+	}
+	for _, a := range rep.Accounts {
 		if c := a.Compression; c != nil {
 			fmt.Fprintf(stdout, "%s: compression %s (%s)\n", a.ID, map[bool]string{true: "on", false: "off"}[c.InUse], c.Reason)
 		}
@@ -156,6 +161,6 @@ func embeddingLine(e *status.Embedding) string {
 	if e.AnsweredModel != "" {
 		answered = "; vectors of model " + e.AnsweredModel + ", as the provider answered"
 	}
-	return fmt.Sprintf("embedding %s (%d dimensions%s): %d embed jobs waiting, %d messages awaiting vectors",
-		e.Model, e.Dimensions, answered, e.BacklogJobs, e.AwaitingMessages)
+	return fmt.Sprintf("embedding %s (%d dimensions%s): %d embed jobs waiting, %d messages awaiting vectors, %d passages refused by the provider",
+		e.Model, e.Dimensions, answered, e.BacklogJobs, e.AwaitingMessages, e.RefusedPassages)
 }

@@ -123,21 +123,12 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, string
 	var model string
 	for len(texts) > 0 {
 		n := min(len(texts), MaxInputsPerRequest)
-		key := resilience.Key{Class: resilience.AiProviderInvocation, Instance: Instance}
-		a, err := resilience.Get(ctx, c.opts.Registry, key, OperationEmbed, func(ctx context.Context) (answered, error) {
-			start := time.Now()
-			vs, model, err := c.call(ctx, texts[:n])
-			c.opts.Metrics.request(time.Since(start), err)
-			return answered{vectors: vs, model: model}, err
-		})
+		a, err := c.request(ctx, texts[:n])
 		if err != nil {
 			return nil, "", err
 		}
-		switch {
-		case model == "":
-			model = a.model
-		case a.model != "" && !SameModel(model, a.model):
-			return nil, "", &ModelChangedError{Recorded: model, Answered: a.model}
+		if model, err = sameAnswer(model, a.model); err != nil {
+			return nil, "", err
 		}
 		out = append(out, a.vectors...)
 		texts = texts[n:]
@@ -149,6 +140,31 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, string
 type answered struct {
 	vectors [][]float32
 	model   string
+}
+
+// sameAnswer returns the model a call's answers name so far, given what
+// the earlier ones named (model) and the next one (next), or a
+// *ModelChangedError when the two differ (SameModel).
+func sameAnswer(model, next string) (string, error) {
+	switch {
+	case model == "":
+		return next, nil
+	case next != "" && !SameModel(model, next):
+		return "", &ModelChangedError{Recorded: model, Answered: next}
+	}
+	return model, nil
+}
+
+// request sends texts, at most MaxInputsPerRequest, in one request under
+// the pipeline.
+func (c *Client) request(ctx context.Context, texts []string) (answered, error) {
+	key := resilience.Key{Class: resilience.AiProviderInvocation, Instance: Instance}
+	return resilience.Get(ctx, c.opts.Registry, key, OperationEmbed, func(ctx context.Context) (answered, error) {
+		start := time.Now()
+		vs, model, err := c.call(ctx, texts)
+		c.opts.Metrics.request(time.Since(start), err)
+		return answered{vectors: vs, model: model}, err
+	})
 }
 
 type request struct {

@@ -254,6 +254,120 @@ func TestClient(t *testing.T) {
 		require.Equal(t, embedding.FailureAnswerMalformed, id)
 		require.NotContains(t, err.Error(), "mmmm", "the name is not repeated")
 	})
+
+	const marker = "UNEMBEDDABLE"
+	marked := func(in []string, at ...int) []string {
+		for _, i := range at {
+			in[i] += " " + marker
+		}
+		return in
+	}
+
+	t.Run("ARefusedTextIsIsolatedByHalving", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, embedtest.Options{Dimensions: 32}, "")
+		b.srv.SetRefusal(embedtest.Refusal{Marker: marker, Status: 400})
+		in := marked(texts(embedding.MaxInputsPerRequest+3), 37)
+		vs, refused, _, err := b.client.EmbedEach(b.ctx, in)
+		require.NoError(t, err)
+		require.Equal(t, []embedding.Refusal{{Index: 37, Status: 400}}, refused)
+		require.Len(t, vs, len(in))
+		for i, v := range vs {
+			if i == 37 {
+				require.Nil(t, v, "the refused text has no vector")
+				continue
+			}
+			var cos float64
+			for j, x := range embedtest.Embed(in[i], 32) {
+				cos += float64(x) * float64(v[j])
+			}
+			require.InDelta(t, 1, cos, 1e-5, "text %d has its own vector", i)
+		}
+		// The first request, two halves at each of the 6 levels down to
+		// the refused text, and the request of the last 3.
+		require.Equal(t, 1+2*6+1, b.srv.Requests())
+	})
+
+	t.Run("IsolationIsBoundedByTheHalvingDepth", func(t *testing.T) {
+		t.Parallel()
+		for _, status := range []int{400, 413, 422} {
+			b := setup(t, embedtest.Options{Dimensions: 32}, "")
+			b.srv.SetRefusal(embedtest.Refusal{Marker: marker, Status: status})
+			in := marked(texts(embedding.MaxInputsPerRequest), 0, 5, 63)
+			vs, refused, _, err := b.client.EmbedEach(b.ctx, in)
+			require.NoError(t, err)
+			require.Equal(t, []embedding.Refusal{{Index: 0, Status: status}, {Index: 5, Status: status}, {Index: 63, Status: status}}, refused)
+			n := 0
+			for _, v := range vs {
+				if v != nil {
+					n++
+				}
+			}
+			require.Equal(t, len(in)-3, n, "every text but the refused has its vector")
+			require.LessOrEqual(t, b.srv.Requests(), 1+3*2*6, "at most 12 requests more per refused text")
+			require.Equal(t, len(in)-3, b.srv.Inputs(), "no text is embedded twice")
+		}
+	})
+
+	t.Run("ASingleTextRefusedIsARefusal", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, embedtest.Options{Dimensions: 32}, "")
+		b.srv.SetRefusal(embedtest.Refusal{Marker: marker, Status: 422})
+		vs, refused, _, err := b.client.EmbedEach(b.ctx, marked(texts(1), 0))
+		require.NoError(t, err)
+		require.Equal(t, [][]float32{nil}, vs)
+		require.Equal(t, []embedding.Refusal{{Index: 0, Status: 422}}, refused)
+		require.Equal(t, 1, b.srv.Requests())
+
+		// Embed, for a query, isolates nothing: the refusal is its failure.
+		_, _, err = b.client.Embed(b.ctx, marked(texts(2), 1))
+		id, _ := failure.Identity(err)
+		require.Equal(t, embedding.FailureInputRefused, id)
+		status, ok := embedding.InputRefused(err)
+		require.True(t, ok)
+		require.Equal(t, 422, status)
+		require.Equal(t, 2, b.srv.Requests())
+	})
+
+	t.Run("ARequestRefusedAsAWholeIsNotIsolated", func(t *testing.T) {
+		t.Parallel()
+		for name, refuse := range map[string]func(*embedtest.Server){
+			"Unauthorized": func(s *embedtest.Server) { s.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized}) },
+			"Forbidden":    func(s *embedtest.Server) { s.SetRefusal(embedtest.Refusal{Marker: marker, Status: 403}) },
+		} {
+			b := setup(t, embedtest.Options{Dimensions: 32}, "")
+			refuse(b.srv)
+			_, refused, _, err := b.client.EmbedEach(b.ctx, marked(texts(8), 3))
+			require.Error(t, err, name)
+			require.Empty(t, refused, name)
+			id, _ := failure.Identity(err)
+			require.Equal(t, embedding.FailureRequestRefused, id, name)
+			_, ok := embedding.InputRefused(err)
+			require.False(t, ok, name)
+			require.Equal(t, 1, b.srv.Requests(), "%s: neither repeated nor split", name)
+		}
+
+		// A repeatable status is the pipeline's to repeat, never split.
+		b := setup(t, embedtest.Options{Dimensions: 32}, "")
+		b.srv.SetFault(embedtest.Fault{Kind: embedtest.ServerError})
+		_, _, _, err := b.client.EmbedEach(b.ctx, texts(8))
+		id, _ := failure.Identity(err)
+		require.Equal(t, embedding.FailureProviderUnavailable, id)
+		require.Equal(t, b.budget.MaxAttempts, b.srv.Requests())
+	})
+
+	t.Run("EveryTextRefusedOnItsOwnRefusesTheRequest", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, embedtest.Options{Dimensions: 32}, "")
+		b.srv.SetRefusal(embedtest.Refusal{Marker: marker, Status: 400})
+		_, refused, _, err := b.client.EmbedEach(b.ctx, marked(texts(4), 0, 1, 2, 3))
+		require.Error(t, err)
+		require.Empty(t, refused, "a provider refusing everything records nothing as refused")
+		id, _ := failure.Identity(err)
+		require.Equal(t, embedding.FailureRequestRefused, id)
+		require.NotContains(t, err.Error(), "harbour", "no text in the error")
+		require.Equal(t, 7, b.srv.Requests(), "the whole tree of 4 texts, and no more")
+	})
 }
 
 func TestSameModel(t *testing.T) {

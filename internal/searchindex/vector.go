@@ -2,7 +2,6 @@ package searchindex
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,17 +69,27 @@ type PendingPassage struct {
 	Text          string
 }
 
+// awaitsVector is the condition that passage p awaits a vector under the
+// profile the SQL expression profile names: it has none, and the provider
+// has not refused it (RecordRefusals).
+func awaitsVector(profile string) string {
+	return `NOT EXISTS (SELECT 1 FROM passage_vectors v
+		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = ` + profile + `)
+		  AND NOT EXISTS (SELECT 1 FROM passage_refusals r
+		                  WHERE r.stored_email_id = p.stored_email_id AND r.ordinal = p.ordinal AND r.profile_id = ` + profile + `)`
+}
+
 // PassagesAwaitingVectors returns, in email and ordinal order, the
-// passages of the served messages among ids that have no vector under
-// profile. A tombstoned or no longer served message has none awaiting.
+// passages of the served messages among ids that await a vector under
+// profile: that have none, and that the provider has not refused. A
+// tombstoned or no longer served message has none awaiting.
 func PassagesAwaitingVectors(ctx context.Context, q Querier, profile int16, ids []uuid.UUID) ([]PendingPassage, error) {
 	rows, err := q.Query(ctx, `
 		SELECT p.stored_email_id, p.ordinal, p.text
 		FROM email_passages p
 		JOIN served_stored_emails e ON e.id = p.stored_email_id
 		WHERE p.stored_email_id = ANY($2)
-		  AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1)
+		  AND `+awaitsVector("$1")+`
 		ORDER BY p.stored_email_id, p.ordinal`, profile, ids)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: select passages awaiting vectors: %w", err)
@@ -123,20 +132,17 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 	if len(vs) == 0 {
 		return 0, nil
 	}
-	ids := make([]uuid.UUID, len(vs))
-	ords := make([]int16, len(vs))
-	digests := make([][]byte, len(vs))
+	ps := make([]PendingPassage, len(vs))
 	sigs := make([]pgtype.Bits, len(vs))
 	vecs := make([][]byte, len(vs))
 	floats := make([][]float32, len(vs))
 	for i, v := range vs {
-		ids[i], ords[i] = v.Passage.StoredEmailID, v.Passage.Ordinal
-		d := sha256.Sum256([]byte(v.Passage.Text))
-		digests[i] = d[:]
+		ps[i] = v.Passage
 		sigs[i] = Signature(v.Vector)
 		vecs[i] = EncodeVector(v.Vector)
 		floats[i] = v.Vector
 	}
+	ids, ords, digests := passageKeys(ps)
 	lists := assignLists(g, floats)
 	codes := make([][]byte, len(vs))
 	if len(vs[0].Vector) <= MaxCodedDimensions {
@@ -177,8 +183,8 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 }
 
 // EmailsAwaitingVectors returns, in id order, at most limit served
-// messages past after with at least one passage that has no vector under
-// profile.
+// messages past after with at least one passage awaiting a vector under
+// profile (PassagesAwaitingVectors).
 //
 // It reads the passages themselves, not the backlog, and adds to the
 // backlog any message it finds missing there (one whose passages were
@@ -191,8 +197,7 @@ func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after 
 			WHERE e.id > $2
 			  AND EXISTS (SELECT 1 FROM email_passages p
 			              WHERE p.stored_email_id = e.id
-			                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-			                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1))
+			                AND `+awaitsVector("$1")+`)
 			ORDER BY e.id
 			LIMIT $3),
 		owed AS (

@@ -24,7 +24,11 @@
 // (the answer never comes, until the request is cancelled or the server
 // closes), WrongDimension (vectors one coordinate short) and WrongCount
 // (one vector fewer than inputs), and Unauthorized (401) for a terminal
-// refusal.
+// refusal of every request. A Refusal refuses, with a chosen status, every
+// request carrying an input that contains its marker, as a provider
+// refuses a whole request for one input it will not embed:
+//
+//	srv.SetRefusal(embedtest.Refusal{Marker: "UNEMBEDDABLE", Status: 413})
 package embedtest
 
 import (
@@ -67,6 +71,15 @@ type Fault struct {
 	Times int
 }
 
+// Refusal makes the server refuse, with Status, every request with an
+// input containing Marker. The zero value refuses nothing. A fault is
+// answered before a refusal is considered.
+type Refusal struct {
+	Marker string
+	// Status is the answer's status: 400, 413 or 422 refuse the input.
+	Status int
+}
+
 // Options configure a server.
 type Options struct {
 	// Dimensions is the length of every vector. Default 64.
@@ -95,6 +108,8 @@ type Server struct {
 	mu       sync.Mutex
 	fault    Fault
 	answered string
+	refusal  Refusal
+	refused  int
 	requests int
 	inputs   int
 	models   map[string]int
@@ -138,6 +153,21 @@ func (s *Server) SetAnsweredModel(model string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.answered = model
+}
+
+// SetRefusal changes which inputs the server refuses from the next
+// request on.
+func (s *Server) SetRefusal(r Refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusal = r
+}
+
+// Refused is how many requests a Refusal refused.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // Requests is how many requests reached /embeddings, answered or not.
@@ -185,7 +215,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests++
-	fault, answered := s.fault, s.answered
+	fault, answered, refusal := s.fault, s.answered, s.refusal
 	if s.fault.Times > 0 {
 		if s.fault.Times--; s.fault.Times == 0 {
 			s.fault = Fault{}
@@ -229,6 +259,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		inputs = []string{one}
+	}
+	if refusal.Marker != "" {
+		for _, in := range inputs {
+			if strings.Contains(in, refusal.Marker) {
+				s.mu.Lock()
+				s.refused++
+				s.mu.Unlock()
+				http.Error(w, `{"error":{"message":"input refused"}}`, refusal.Status)
+				return
+			}
+		}
 	}
 	if s.opts.Latency > 0 {
 		select {
