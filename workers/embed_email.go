@@ -100,7 +100,7 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		// embedding backfill is what offers these messages again should the
 		// provider stay down longer than that.
 		if serr := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-			return w.deps.ensureEmbeddingBackfill(ctx, tx, river.ClientFromContext[pgx.Tx](ctx))
+			return w.deps.offer(river.ClientFromContext[pgx.Tx](ctx), logger).EnsureBackfill(ctx, tx)
 		}); serr != nil {
 			logger.WarnContext(ctx, "the embedding backfill could not be scheduled", slog.String("error", serr.Error()))
 		}
@@ -234,64 +234,18 @@ func (c *profileCache) answered(ctx context.Context, d Dependencies, logger *slo
 	return nil
 }
 
-// embedJobs cuts ids into embed jobs of at most batch messages each.
-func embedJobs(ids []uuid.UUID, batch int) []river.InsertManyParams {
-	var out []river.InsertManyParams
-	for len(ids) > 0 {
-		n := min(len(ids), batch)
-		out = append(out, river.InsertManyParams{Args: jobs.EmbedEmail{EmailIDs: append([]uuid.UUID(nil), ids[:n]...)}})
-		ids = ids[n:]
-	}
-	return out
-}
-
-// embeddingOffer returns the folder pass's offer (forwardpass.Limits.Offer),
-// or nil without an embedding profile. In the write group's own
-// transaction it counts the backlog — the embed jobs waiting to run and
-// those waiting for a retry or running, since a provider that fails
-// leaves its jobs retrying rather than queued: one bounded count — and
-// inserts the group's embed jobs while it holds fewer than MAX_BACKLOG; a full backlog refuses the offer at once, counts it, and
-// makes sure an embedding backfill is coming to offer the messages later
-// (without waiting for a scheduling lock another transaction holds: that
-// one is scheduling it).
+// embeddingOffer returns the offer a write group makes of what it stored
+// (embedding.Offer), or nil without an embedding profile.
 func (d Dependencies) embeddingOffer(client *river.Client[pgx.Tx], logger *slog.Logger) func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
 	if d.Embedder == nil || client == nil {
 		return nil
 	}
-	cfg := d.Config.Embedding
-	return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
-		backlog, err := jobqueue.OutstandingJobs(ctx, tx, jobs.EmbedEmail{}.Kind(), cfg.MaxBacklog)
-		if err != nil {
-			return err
-		}
-		if backlog >= cfg.MaxBacklog {
-			d.EmbeddingMetrics.Offered(embedding.OfferRefused, len(ids))
-			logger.DebugContext(ctx, "embedding backlog full; offer refused", slog.Int("messages", len(ids)))
-			return d.ensureEmbeddingBackfill(ctx, tx, client)
-		}
-		if _, err := client.InsertManyTx(ctx, tx, embedJobs(ids, cfg.BatchSize)); err != nil {
-			return fmt.Errorf("offer for embedding: %w", err)
-		}
-		d.EmbeddingMetrics.Offered(embedding.OfferAccepted, len(ids))
-		return nil
-	}
+	return d.offer(client, logger).Make
 }
 
-// ensureEmbeddingBackfill makes sure, in tx, that an embedding backfill
-// walk is coming: when none is waiting to run it schedules one after the
-// backfill interval. A step that is running does not count: it may have
-// read which messages await vectors before tx commits, and end its walk
-// without them. It never waits for the scheduling lock: a transaction
-// holding it is scheduling a walk that runs after tx has committed.
-func (d Dependencies) ensureEmbeddingBackfill(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]) error {
-	locked, err := jobqueue.TryLockScheduling(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, "")
-	if err != nil || !locked {
-		return err
-	}
-	waiting, err := jobqueue.Waiting(ctx, tx, jobs.EmbeddingBackfill{}.Kind())
-	if err != nil || waiting {
-		return err
-	}
-	_, err = client.InsertTx(ctx, tx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: d.Now().Add(d.Config.Backfill.Interval)})
-	return err
+// offer is the process's embedding offer over client.
+func (d Dependencies) offer(client *river.Client[pgx.Tx], logger *slog.Logger) embedding.Offer {
+	cfg := d.Config
+	return embedding.Offer{Client: client, MaxBacklog: cfg.Embedding.MaxBacklog, BatchSize: cfg.Embedding.BatchSize,
+		BackfillInterval: cfg.Backfill.Interval, Now: d.Now, Metrics: d.EmbeddingMetrics, Logger: logger}
 }
