@@ -13,7 +13,6 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -43,15 +42,24 @@ func withEmbedding(t *testing.T, b *syncBundle, model string, workers int) *embe
 	return srv
 }
 
-// awaiting is how many served messages lack a vector under model.
-func (b *syncBundle) awaiting(t *testing.T, model string) int64 {
+// backlog is model's backlog, and false before the profile is recorded.
+func (b *syncBundle) backlog(t *testing.T, model string) (searchindex.ProfileBacklog, bool) {
 	t.Helper()
 	backlog, err := searchindex.AwaitingPerProfile(context.Background(), b.pool)
 	require.NoError(t, err)
 	for _, p := range backlog {
 		if p.Model == model {
-			return p.Awaiting
+			return p, true
 		}
+	}
+	return searchindex.ProfileBacklog{}, false
+}
+
+// awaiting is how many served messages await a vector under model.
+func (b *syncBundle) awaiting(t *testing.T, model string) int64 {
+	t.Helper()
+	if p, ok := b.backlog(t, model); ok {
+		return p.Awaiting
 	}
 	var n int64
 	require.NoError(t, b.pool.QueryRow(context.Background(),
@@ -64,7 +72,7 @@ func (b *syncBundle) semantic(t *testing.T, text string) []searchindex.SemanticH
 	t.Helper()
 	ctx := context.Background()
 	deps := b.deps(t)
-	vs, err := deps.Embedder.Embed(ctx, []string{text})
+	vs, _, err := deps.Embedder.Embed(ctx, []string{text})
 	require.NoError(t, err)
 	p := deps.Embedder.Profile()
 	profile, err := searchindex.EnsureProfile(ctx, b.pool, p.Model, p.Dimensions)
@@ -210,21 +218,7 @@ func TestEmbedding(t *testing.T) {
 		b := setupSync(t)
 		withEmbedding(t, b, "test-model", 0) // nothing drains the backlog
 		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
-		// Stored the way a version without extraction stored them: content,
-		// no search document, no passages.
-		accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
-		require.NoError(t, err)
-		tx, err := b.pool.Begin(ctx)
-		require.NoError(t, err)
-		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-		for i := range 6 {
-			raw := mailgen.Message(26, i, 1500)
-			_, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
-				UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available})
-			require.NoError(t, err)
-		}
+		b.storeUnextracted(t, 6, func(i int) []byte { return mailgen.Message(26, i, 1500) })
 		b.start(t)
 		b.waitIdle(t)
 		var passages int
