@@ -353,3 +353,39 @@ func TestCyrusListFolders(t *testing.T) {
 	require.Equal(t, "/", got["Projects/2026"].Delimiter)
 	require.Len(t, folders, 1+len(cyrus.SpecialUseFolders)+2, "INBOX, the special-use folders, Projects and Projects/2026: %v", folders)
 }
+
+// TestCyrusFetchIdentities: Cyrus offers OBJECTID, so a session fetches
+// EMAILID and THREADID; a message another client copied to a second folder
+// answers there with the EMAILID it has in the first, and the fetch sets
+// no flag.
+func TestCyrusFetchIdentities(t *testing.T) {
+	t.Parallel()
+	b := setupCyrus(t, nil)
+	b.user.CreateFolder("Filed")
+	first := b.user.Append("INBOX", message(1, 300), time.Time{})
+	second := b.user.Append("INBOX", message(2, 300), time.Time{})
+	c := b.user.Dial()
+	_, err := c.Select("INBOX", nil).Wait()
+	require.NoError(t, err)
+	copied, err := c.Copy(imap.UIDSetNum(first), "Filed").Wait()
+	require.NoError(t, err)
+	dest, _ := copied.DestUIDs.Nums()
+
+	s := b.open(b.endpoint(imapx.None))
+	require.Equal(t, imapx.ObjectIdentity, s.IdentityScheme())
+	_, err = s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+	inbox, err := s.FetchIdentities(b.ctx, []uint32{uint32(first), uint32(second)})
+	require.NoError(t, err)
+	require.Len(t, inbox, 2)
+	require.NotEqual(t, inbox[uint32(first)].EmailID, inbox[uint32(second)].EmailID)
+	require.NotEmpty(t, inbox[uint32(first)].ThreadID)
+	require.Nil(t, inbox[uint32(first)].Labels, "OBJECTID carries no labels")
+
+	_, err = s.Examine(b.ctx, "Filed")
+	require.NoError(t, err)
+	filed, err := s.FetchIdentities(b.ctx, []uint32{uint32(dest[0])})
+	require.NoError(t, err)
+	require.Equal(t, inbox[uint32(first)], filed[uint32(dest[0])], "a copy keeps its EMAILID")
+	require.Empty(t, b.user.Flags("INBOX", first))
+}
