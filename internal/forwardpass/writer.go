@@ -247,6 +247,15 @@ func (w *writer) send(ctx context.Context, o mailstore.Occurrence, rec *searchin
 	if err != nil {
 		return err
 	}
+	if o.SharedEmailID != uuid.Nil {
+		// An occurrence of an email already stored: the email was
+		// offered for embedding when it was stored, and is not again.
+		w.dispatch(l, func() (uuid.UUID, error) {
+			_, err := p.Wait()
+			return uuid.Nil, err
+		})
+		return nil
+	}
 	w.dispatch(l, p.Wait)
 	return nil
 }
