@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -675,7 +676,18 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 		s.decide(nil)
 		return err
 	}
-	s.decide(shared)
+	// A message the batch holds under two UIDs (a server may name two
+	// copies in one folder as one message) is fetched once: the later
+	// UIDs are written as its occurrences once the batch has committed.
+	repeats := p.repeatedIdentities(batch, s.identities, shared)
+	skip := maps.Clone(shared)
+	for u := range repeats {
+		if skip == nil {
+			skip = map[uint32]mailstore.SharedEmail{}
+		}
+		skip[u] = mailstore.SharedEmail{}
+	}
+	s.decide(skip)
 	<-s.planned
 	var spent *allowanceSpent
 	if s.cutAt != 0 {
@@ -785,6 +797,12 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	if err := p.commitReadingAhead(ctx, w, s, next, after); err != nil {
 		return err
 	}
+	unheld, err := p.writeRepeats(ctx, repeats, byUID, s.identities, observed, c)
+	if err != nil {
+		return err
+	}
+	missing = append(missing, unheld...)
+	slices.Sort(missing)
 	if err := p.settleMissing(ctx, batch, missing, byUID, observed, c); err != nil || spent == nil {
 		return err
 	}
@@ -977,6 +995,82 @@ func (p *pass) sharedEmails(ctx context.Context, ids map[uint32]imapx.MessageIde
 		}
 	}
 	return out, nil
+}
+
+// repeatedIdentities returns the UIDs of batch whose server identity an
+// earlier UID of the batch has, and no stored email holds yet.
+func (p *pass) repeatedIdentities(batch []uint32, ids map[uint32]imapx.MessageIdentity, shared map[uint32]mailstore.SharedEmail) map[uint32]bool {
+	if len(ids) < 2 {
+		return nil
+	}
+	var (
+		seen    = make(map[string]bool, len(ids))
+		repeats map[uint32]bool
+	)
+	for _, u := range batch {
+		id, ok := ids[u]
+		if _, held := shared[u]; !ok || held {
+			continue
+		}
+		if seen[id.EmailID] {
+			if repeats == nil {
+				repeats = map[uint32]bool{}
+			}
+			repeats[u] = true
+			continue
+		}
+		seen[id.EmailID] = true
+	}
+	return repeats
+}
+
+// writeRepeats writes the batch's repeated identities as occurrences of
+// the email the batch stored for them, after the batch committed. It
+// returns the UIDs whose email the batch did not store after all (its
+// first UID vanished or was withheld): their content was not fetched, so
+// they are settled as any message whose content did not arrive.
+func (p *pass) writeRepeats(ctx context.Context, repeats map[uint32]bool, byUID map[uint32]imapx.MessageMetadata,
+	ids map[uint32]imapx.MessageIdentity, observed time.Time, c *counts) ([]uint32, error) {
+	if len(repeats) == 0 {
+		return nil, nil
+	}
+	uids := slices.Sorted(maps.Keys(repeats))
+	var unheld []uint32
+	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+		unheld = unheld[:0]
+		keys := make([]string, 0, len(uids))
+		scheme := p.sess.IdentityScheme()
+		for _, u := range uids {
+			keys = append(keys, identityKey(scheme, ids[u].EmailID))
+		}
+		held, err := mailstore.EmailsByServerIdentity(ctx, tx, p.binding.AccountID, keys)
+		if err != nil {
+			return err
+		}
+		for i, u := range uids {
+			m, ok := byUID[u]
+			if !ok {
+				continue
+			}
+			e, ok := held[keys[i]]
+			if !ok {
+				unheld = append(unheld, u)
+				continue
+			}
+			o := p.occurrence(m, observed, nil, e.Availability)
+			p.identify(&o, ids[u])
+			o.SharedEmailID = e.ID
+			if _, err := searchindex.WriteOccurrence(ctx, tx, o, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.shared += len(uids) - len(unheld)
+	return unheld, nil
 }
 
 // below keeps the UIDs under uidNext: mail that arrived after the folder
