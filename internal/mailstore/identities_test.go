@@ -72,6 +72,10 @@ func TestServerIdentityLabels(t *testing.T) {
 	}, mailstore.EraseLocalCopy)
 	require.NoError(t, err)
 	require.Equal(t, []string{`\Inbox`, `\Important`}, labels())
+	e, ok, err := mailstore.ReadEmail(ctx, pool, []string{"primary"}, holder)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []string{`\Inbox`, `\Important`}, e.Labels, "a reader is served the labels")
 
 	// Every label removed is an empty list, not "unknown".
 	w, err = mailstore.SelectReconcileWindow(ctx, pool, all.ID, 7, 10)

@@ -61,6 +61,10 @@ type EmailSummary struct {
 	Flagged    bool
 	// Attachments counts the parts classified as attachments.
 	Attachments int
+	// Labels are the server's labels of the message (Gmail's X-GM-LABELS:
+	// `\Inbox`, `\Important`, user labels) as last observed; nil where the
+	// server has none.
+	Labels []string
 }
 
 // summaryColumns selects an EmailSummary from served_stored_emails e
@@ -70,7 +74,7 @@ const summaryColumns = `e.id, a.account_key, f.alias, coalesce(e.subject, ''),
 	coalesce(e.received_at, e.internal_date, e.first_stored_at),
 	NOT EXISTS (SELECT 1 FROM unnest(e.remote_flags) fl WHERE lower(fl) = '\seen'),
 	EXISTS (SELECT 1 FROM unnest(e.remote_flags) fl WHERE lower(fl) = '\flagged'),
-	e.attachment_count`
+	e.attachment_count, e.remote_labels`
 
 // summaryFrom is the FROM clause summaryColumns reads.
 const summaryFrom = `served_stored_emails e
@@ -82,7 +86,7 @@ const summaryFrom = `served_stored_emails e
 func scanSummary(row pgx.CollectableRow) (EmailSummary, error) {
 	var s EmailSummary
 	err := row.Scan(&s.ID, &s.Account, &s.Alias, &s.Subject, &s.From, &s.FromName, &s.SentAt, &s.ReceivedAt,
-		&s.Unread, &s.Flagged, &s.Attachments)
+		&s.Unread, &s.Flagged, &s.Attachments, &s.Labels)
 	return s, err
 }
 

@@ -129,6 +129,7 @@ type emailOut struct {
 	Unread      bool       `json:"unread" jsonschema:"as last observed on the server"`
 	Flagged     bool       `json:"flagged" jsonschema:"as last observed on the server"`
 	Attachments int        `json:"attachments" jsonschema:"how many attachments it has"`
+	Labels      []string   `json:"labels,omitempty" jsonschema:"the server's labels of the message (Gmail), as last observed"`
 	// Score is a search's, comparable within one answer only.
 	Score *float64 `json:"score,omitempty" jsonschema:"the search's relevance, comparable within one answer only"`
 }
@@ -137,6 +138,7 @@ func emailOf(e mailstore.EmailSummary) emailOut {
 	return emailOut{
 		EmailID: e.ID.String(), Account: e.Account, Alias: e.Alias, Subject: e.Subject, From: e.From, FromName: e.FromName,
 		SentAt: e.SentAt, ReceivedAt: e.ReceivedAt.UTC(), Unread: e.Unread, Flagged: e.Flagged, Attachments: e.Attachments,
+		Labels: e.Labels,
 	}
 }
 
