@@ -10,7 +10,8 @@ import (
 // Bounds of the passages Passages cuts a body text into. A passage of
 // MaxPassageChars is about 250 tokens for an English text, inside the input
 // window of every common embedding model, so no provider truncates one
-// silently; MaxPassages bounds what one message costs to embed and store
+// silently; text of denser scripts (Chinese, Japanese, Korean) is bounded
+// sooner, by MaxPassageTokens. MaxPassages bounds what one message costs to embed and store
 // (together 32 000 characters: the start of a long message, which is what a
 // reader looks at too).
 const (
@@ -19,8 +20,9 @@ const (
 )
 
 // Passages cuts text — a message's trimmed body text — into at most
-// maxCount passages of at most maxChars Unicode scalar values each (bounds
-// <= 0 take MaxPassages and MaxPassageChars), in reading order.
+// maxCount passages of at most maxChars Unicode scalar values and at most
+// MaxPassageTokens estimated tokens (EstimateTokens) each (bounds <= 0 take
+// MaxPassages and MaxPassageChars), in reading order.
 //
 // Paragraphs (separated by a blank line) are kept whole and joined while
 // they fit one passage; a paragraph longer than a passage is cut between
@@ -42,7 +44,7 @@ func Passages(text string, maxChars, maxCount int) []string {
 		if p.full() {
 			break
 		}
-		if utf8.RuneCountInString(para) <= maxChars {
+		if utf8.RuneCountInString(para) <= maxChars && quarters(para) <= 4*MaxPassageTokens {
 			p.add(para, "\n\n")
 			continue
 		}
@@ -54,7 +56,7 @@ func Passages(text string, maxChars, maxCount int) []string {
 			sentence, rest, state = uniseg.FirstSentenceInString(rest, state)
 			sentence = strings.TrimSpace(sentence)
 			for sentence != "" && !p.full() {
-				piece, _ := cutOnTextElement(sentence, 0, maxChars)
+				piece := cutWithin(sentence, maxChars, 4*MaxPassageTokens)
 				if piece == "" {
 					// A single text element longer than a passage: cut it on
 					// a scalar value instead, as nothing smaller exists.
@@ -93,11 +95,34 @@ func paragraphs(text string) []string {
 	return out
 }
 
-// passageBuilder joins pieces into passages of at most maxChars.
+// cutWithin returns the longest prefix of s that ends on an extended
+// grapheme cluster boundary and holds at most maxRunes scalar values and
+// at most maxQuarters quarters of an estimated token.
+func cutWithin(s string, maxRunes, maxQuarters int) string {
+	state := -1
+	rest := s
+	end, runes, q := 0, 0, 0
+	for rest != "" {
+		var cluster string
+		cluster, rest, _, state = uniseg.FirstGraphemeClusterInString(rest, state)
+		n, w := utf8.RuneCountInString(cluster), quarters(cluster)
+		if runes+n > maxRunes || q+w > maxQuarters {
+			break
+		}
+		runes += n
+		q += w
+		end += len(cluster)
+	}
+	return s[:end]
+}
+
+// passageBuilder joins pieces into passages of at most maxChars and
+// MaxPassageTokens.
 type passageBuilder struct {
 	maxChars, maxCount int
 	cur                strings.Builder
 	curChars           int
+	curQuarters        int
 	out                []string
 }
 
@@ -109,8 +134,8 @@ func (p *passageBuilder) add(piece, sep string) {
 	if piece == "" || p.full() {
 		return
 	}
-	n := utf8.RuneCountInString(piece)
-	if p.curChars > 0 && p.curChars+len(sep)+n > p.maxChars {
+	n, q := utf8.RuneCountInString(piece), quarters(piece)
+	if p.curChars > 0 && (p.curChars+len(sep)+n > p.maxChars || p.curQuarters+q > 4*MaxPassageTokens) {
 		p.flush()
 		if p.full() {
 			return
@@ -122,24 +147,23 @@ func (p *passageBuilder) add(piece, sep string) {
 	}
 	p.cur.WriteString(piece)
 	p.curChars += n
+	p.curQuarters += q
 }
 
 func (p *passageBuilder) flush() {
 	if p.curChars == 0 || p.full() {
 		p.cur.Reset()
-		p.curChars = 0
+		p.curChars, p.curQuarters = 0, 0
 		return
 	}
 	p.out = append(p.out, p.cur.String())
 	p.cur.Reset()
-	p.curChars = 0
+	p.curChars, p.curQuarters = 0, 0
 }
 
 // SubjectPassage is the passage a subject makes: its whitespace runs
-// collapsed to one space, cut to MaxPassageChars on a text-element
-// boundary; "" for a subject of whitespace only.
+// collapsed to one space, cut to MaxPassageChars and MaxPassageTokens on
+// a text-element boundary; "" for a subject of whitespace only.
 func SubjectPassage(subject string) string {
-	s := strings.Join(strings.Fields(subject), " ")
-	s, _ = cutOnTextElement(s, 0, MaxPassageChars)
-	return s
+	return cutWithin(strings.Join(strings.Fields(subject), " "), MaxPassageChars, 4*MaxPassageTokens)
 }

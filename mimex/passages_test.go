@@ -68,6 +68,34 @@ func TestPassages(t *testing.T) {
 		}
 	})
 
+	t.Run("DenseScriptsAreBoundedByTokens", func(t *testing.T) {
+		t.Parallel()
+		// 1 000 Han characters in one paragraph, and short paragraphs of
+		// them, are within MaxPassageChars but not a 512-token window.
+		sentence := strings.Repeat("会议改到星期二请带上季度数字", 5) + "。"
+		long := strings.Repeat(sentence, 14)
+		short := strings.Repeat(sentence+"\n\n", 14)
+		for _, text := range []string{long, short, strings.Repeat("会", 3000)} {
+			got := Passages(text, 0, 0)
+			require.NotEmpty(t, got)
+			for _, p := range got {
+				require.LessOrEqual(t, EstimateTokens(p), MaxPassageTokens)
+				require.LessOrEqual(t, utf8.RuneCountInString(p), MaxPassageChars)
+			}
+		}
+		subject := SubjectPassage(strings.Repeat("会议", 600))
+		require.LessOrEqual(t, EstimateTokens(subject), MaxPassageTokens)
+		require.Equal(t, MaxPassageTokens, utf8.RuneCountInString(subject))
+	})
+
+	t.Run("EnglishKeepsItsCharacterBound", func(t *testing.T) {
+		t.Parallel()
+		text := strings.Repeat("The meeting moved to Tuesday, bring the quarterly figures. ", 40)
+		got := Passages(text, 0, 0)
+		require.Greater(t, utf8.RuneCountInString(got[0]), MaxPassageChars-80, "English is cut by characters, not tokens")
+		require.InDelta(t, 250, EstimateTokens(got[0]), 50)
+	})
+
 	t.Run("WhitespaceOnlyHasNoPassage", func(t *testing.T) {
 		t.Parallel()
 		require.Empty(t, Passages(" \n\n\t\n", 100, 10))
@@ -87,6 +115,7 @@ func FuzzPassages(f *testing.F) {
 		for _, p := range got {
 			require.NotEmpty(t, strings.TrimSpace(p))
 			require.LessOrEqual(t, utf8.RuneCountInString(p), maxChars)
+			require.LessOrEqual(t, EstimateTokens(p), MaxPassageTokens)
 			require.True(t, utf8.ValidString(p))
 		}
 	})

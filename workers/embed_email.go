@@ -68,6 +68,12 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 	if err != nil {
 		return err
 	}
+	// A message with nothing left to embed (its vectors written by another
+	// job, or its last passages removed) leaves the backlog here; those
+	// embedded below leave it as their vectors are stored.
+	if err := searchindex.SettleBacklog(ctx, w.deps.Pool, profile, withNothingPending(job.Args.EmailIDs, pending)); err != nil {
+		return err
+	}
 	if len(pending) == 0 {
 		return nil
 	}
@@ -100,6 +106,21 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 	logger.DebugContext(ctx, "passages embedded", slog.Int("messages", len(job.Args.EmailIDs)),
 		slog.Int("passages", len(pending)), slog.Int("stored", n), slog.Duration("duration", w.deps.Now().Sub(start)))
 	return nil
+}
+
+// withNothingPending returns the ids none of pending belongs to.
+func withNothingPending(ids []uuid.UUID, pending []searchindex.PendingPassage) []uuid.UUID {
+	has := make(map[uuid.UUID]bool, len(pending))
+	for _, p := range pending {
+		has[p.StoredEmailID] = true
+	}
+	var out []uuid.UUID
+	for _, id := range ids {
+		if !has[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // profileCache holds the active profile's id once it is recorded.

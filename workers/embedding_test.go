@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -201,6 +202,36 @@ func TestEmbedding(t *testing.T) {
 			b.makeDue(t, "embedding_backfill")
 			return b.awaiting(t, "test-model") == 0
 		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
+	})
+
+	t.Run("TheExtractionBackfillOffersWhatItWrites", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setupSync(t)
+		withEmbedding(t, b, "test-model", 0) // nothing drains the backlog
+		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
+		// Stored the way a version without extraction stored them: content,
+		// no search document, no passages.
+		accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
+		require.NoError(t, err)
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		for i := range 6 {
+			raw := mailgen.Message(26, i, 1500)
+			_, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
+				UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available})
+			require.NoError(t, err)
+		}
+		b.start(t)
+		b.waitIdle(t)
+		var passages int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(DISTINCT stored_email_id) FROM email_passages`).Scan(&passages))
+		require.Equal(t, 6, passages, "the backfill wrote every message's passages")
+		require.Equal(t, float64(6), counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "accepted"),
+			"the batch that wrote the passages offered them")
 	})
 
 	t.Run("AnOfferRefusedWhileAStepRunsIsWalkedAgain", func(t *testing.T) {

@@ -62,6 +62,7 @@ func (w *ExtractionBackfillWorker) Work(ctx context.Context, job *river.Job[jobs
 			BatchSize:  cfg.Backfill.BatchSize,
 			TextBudget: backfillTextBudget * cfg.Sync.MaxExtractedTextCharacters,
 			Limits:     cfg.Sync.MimeLimits(),
+			Offer:      w.deps.embeddingOffer(client, logger),
 		})
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package workers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/workers"
 )
 
@@ -56,10 +58,10 @@ func setupPush(t *testing.T, opts ...dovecot.Option) *syncBundle {
 func (b *syncBundle) waitStored(t *testing.T, alias string, n int, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for len(b.stored(t, alias)) < n {
-		require.Less(t, time.Since(start), within, "%s did not reach %d stored messages; logs:\n%s", alias, n, b.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, within, fmt.Sprintf("%s holds %d stored messages", alias, n), func() (bool, string) {
+		got := len(b.stored(t, alias))
+		return got >= n, fmt.Sprintf("%d stored; logs:\n%s", got, b.logs.String())
+	})
 	return time.Since(start)
 }
 
@@ -105,31 +107,23 @@ func (b *syncBundle) countLog(l logLine) int {
 // waitLog waits until the log holds a line matching each of lines.
 func (b *syncBundle) waitLog(t *testing.T, within time.Duration, lines ...logLine) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		var missing *logLine
-		for i := range lines {
-			if b.countLog(lines[i]) == 0 {
-				missing = &lines[i]
-				break
+	poll.Until(t, within, "every log line waited for", func() (bool, string) {
+		for _, l := range lines {
+			if b.countLog(l) == 0 {
+				return false, fmt.Sprintf("no log line %q %v; logs:\n%s", l.msg, l.attrs, b.logs.String())
 			}
 		}
-		if missing == nil {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "no log line %q %v; logs:\n%s", missing.msg, missing.attrs, b.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true, ""
+	})
 }
 
 // waitCount waits until n log lines match l.
 func (b *syncBundle) waitCount(t *testing.T, l logLine, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for b.countLog(l) < n {
-		require.True(t, time.Now().Before(deadline), "fewer than %d lines %q %v; logs:\n%s", n, l.msg, l.attrs, b.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, within, fmt.Sprintf("%d lines %q %v", n, l.msg, l.attrs), func() (bool, string) {
+		got := b.countLog(l)
+		return got >= n, fmt.Sprintf("%d lines; logs:\n%s", got, b.logs.String())
+	})
 }
 
 // modeLine is the line saying alias of the test account is now
@@ -200,18 +194,13 @@ func TestPushSubscriptionStoresDeliveriesAtOnce(t *testing.T) {
 // flags, and " [tombstone]" once the server expunged it).
 func (b *syncBundle) waitFlags(t *testing.T, state string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	poll.Until(t, within, fmt.Sprintf("INBOX message is %q", state), func() (bool, string) {
 		var got string
 		require.NoError(t, b.pool.QueryRow(context.Background(), `
 			SELECT array_to_string(e.remote_flags, ' ') || CASE WHEN e.remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
 			FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id WHERE f.alias = 'INBOX'`).Scan(&got))
-		if got == state {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "INBOX message is %q, want %q; logs:\n%s", got, state, b.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+		return got == state, fmt.Sprintf("%q; logs:\n%s", got, b.logs.String())
+	})
 }
 
 // TestPushPerFolderSessionsWithIdleOnly: a server offering IDLE without
@@ -472,11 +461,7 @@ func TestPushWatchRearmsOnTheSameRow(t *testing.T) {
 	passes := line("folder pass finished", "account", "primary")
 	synchronized := b.countLog(passes)
 	rearmed := b.countLog(established) + 2
-	deadline := time.Now().Add(time.Minute)
-	for b.countLog(established) < rearmed {
-		require.True(t, time.Now().Before(deadline), "the watch did not re-arm twice; logs:\n%s", b.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.waitCount(t, established, rearmed, time.Minute)
 	b.waitIdle(t)
 	require.Equal(t, synchronized, b.countLog(passes), "a re-arm queues no pass for folders that did not change; logs:\n%s", b.logs.String())
 	var rows int

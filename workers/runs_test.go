@@ -10,8 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/workers"
 )
@@ -181,4 +183,52 @@ func TestStartMakesEveryAccountDue(t *testing.T) {
 	state, at = nextRun()
 	require.Equal(t, "scheduled", state)
 	require.WithinDuration(t, time.Now().Add(50*time.Second), at, 5*time.Second)
+}
+
+// TestStartSchedulingSurvivesADeadlock: a replica's start-up scheduling
+// holds an account's scheduling lock and waits for its state row while
+// another transaction holds that row and asks for the same lock — as a
+// second replica's run does when both start together. PostgreSQL breaks
+// the deadlock by rolling the start's transaction back; the start runs it
+// again instead of stopping the process.
+func TestStartSchedulingSurvivesADeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupSync(t)
+	seed(t, b.user, "INBOX", 1, 42)
+	b.start(t)
+	b.waitIdle(t)
+	deps := b.deps(t)
+	b.stop()
+
+	other, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	_, err = other.Exec(ctx, `UPDATE account_states SET consecutive_failures = 1 WHERE account_key = 'primary'`)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := workers.ScheduleConfiguredAccounts(ctx, deps, b.client)
+		done <- err
+	}()
+	// The start holds the scheduling lock and waits for the row...
+	poll.UntilTrue(t, 10*time.Second, "the start waits for the account's row", func() bool {
+		var waiting bool
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid')`).Scan(&waiting))
+		return waiting
+	})
+	// ...and the other transaction asks for the lock within the start's
+	// deadlock timeout, so the start's own check finds the cycle.
+	lockErr := jobqueue.LockScheduling(ctx, other, jobqueue.ScheduleAccountRuns, "primary")
+	if lockErr == nil {
+		require.NoError(t, other.Commit(ctx))
+	} else {
+		_ = other.Rollback(ctx)
+	}
+	require.NoError(t, <-done, "the start's scheduling ran again after the deadlock")
+	require.NoError(t, lockErr, "PostgreSQL rolled the start back, not the other transaction")
+	st, _, err := mailstore.ReadAccountState(ctx, b.pool, "primary")
+	require.NoError(t, err)
+	require.Zero(t, st.ConsecutiveFailures, "the start cleared the failures after the other transaction")
 }

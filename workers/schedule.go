@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/database"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -68,7 +70,7 @@ func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *
 	due := 0
 	for _, a := range deps.Config.Accounts {
 		key := config.AccountKey(a.ID)
-		err := pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
+		err := scheduleConfiguredAccount(ctx, deps.Pool, func(tx pgx.Tx) error {
 			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
 				return err
 			}
@@ -106,6 +108,30 @@ func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *
 		}
 	}
 	return due, nil
+}
+
+// scheduleAttempts bounds how often one account's start-up scheduling
+// runs again after PostgreSQL rolled it back.
+const scheduleAttempts = 5
+
+// scheduleConfiguredAccount runs fn in a transaction, and again, up to
+// scheduleAttempts in all, when PostgreSQL rolled it back to be run again:
+// replicas starting together schedule the same accounts while their runs
+// are under way, and the lock orders of those paths can meet in a
+// deadlock that PostgreSQL breaks by rolling one back. fn is idempotent: it
+// clears the failures and makes the one run due.
+func scheduleConfiguredAccount(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, pool, fn)
+		if err == nil || attempt == scheduleAttempts || !database.RolledBackToRunAgain(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
 }
 
 // scheduleWatch inserts account's watch, in tx, when the account asks for

@@ -10,11 +10,17 @@
 // batch stops early once it has written enough text (the batch size bounds
 // messages, the extraction bound characters, and the two multiply); the
 // position is then the last message it read. It reaches no mail server.
+//
+// The messages a batch wrote passages for are offered for embedding in the
+// same transaction (Options.Offer), so a batch that commits has either
+// queued their embedding or, with a full backlog, the embedding backfill
+// that will.
 package backfill
 
 import (
 	"context"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
@@ -31,6 +37,10 @@ type Options struct {
 	TextBudget int
 	// Limits bound the MIME reader.
 	Limits mimex.Limits
+	// Offer, when set, runs in the batch's transaction with the messages
+	// the batch wrote, in the order it read them: the embedding offer.
+	// Optional.
+	Offer func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
 }
 
 // Result is what one batch did.
@@ -60,6 +70,7 @@ func RunBatch(ctx context.Context, tx pgx.Tx, opts Options) (Result, error) {
 	}
 	written := 0
 	last := position
+	var wrote []uuid.UUID
 	for _, id := range ids {
 		raw, err := mailstore.RawMIME(ctx, tx, id)
 		if err != nil {
@@ -70,6 +81,7 @@ func RunBatch(ctx context.Context, tx pgx.Tx, opts Options) (Result, error) {
 			return res, err
 		}
 		res.Read++
+		wrote = append(wrote, id)
 		if !rec.Readable {
 			res.Unreadable++
 		}
@@ -81,6 +93,11 @@ func RunBatch(ctx context.Context, tx pgx.Tx, opts Options) (Result, error) {
 	}
 	if err := searchindex.SaveBackfillPosition(ctx, tx, last); err != nil {
 		return res, err
+	}
+	if opts.Offer != nil {
+		if err := opts.Offer(ctx, tx, wrote); err != nil {
+			return res, err
+		}
 	}
 	// A short batch read to its end reached the last message awaiting
 	// extraction.

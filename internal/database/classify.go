@@ -48,6 +48,16 @@ func Transient(err error) bool {
 	return isPgErr && (pgErr.Code == sqlstateSerializationFailure || pgErr.Code == sqlstateDeadlockDetected)
 }
 
+// RolledBackToRunAgain reports a transaction PostgreSQL rolled back so that
+// it can be run again: a serialization failure (40001) or a deadlock
+// (40P01). Nothing of the transaction was kept, so running it again from
+// its start is safe; it says nothing about connection failures, which may
+// have committed.
+func RolledBackToRunAgain(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && (pgErr.Code == sqlstateSerializationFailure || pgErr.Code == sqlstateDeadlockDetected)
+}
+
 // ConnectionLost reports a failure that says the database connection went
 // away under the caller, decided from where the failure came from — pgx's
 // own connection and pool errors — never from its shape alone: the server

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -167,6 +168,70 @@ func TestEmbeddingEndToEnd(t *testing.T) {
 		}, 2*time.Minute, 2*time.Second)
 		p.stop(t)
 	})
+}
+
+// TestFirstSyncThroughAProviderOutage synchronizes 2 000 messages for the
+// first time while the embedding provider answers every request with 500:
+// the embed jobs queued or retrying never exceed MAILFATHOM_EMBEDDING_MAX_BACKLOG,
+// `mailfathom search` answers during the outage and says it ranked by
+// words alone, and once the provider recovers every message gets its
+// vectors with nobody touching the process or its queue.
+func TestFirstSyncThroughAProviderOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, pgtest.Database(t))
+	u := b.server.NewUser()
+	seedCorpus(t, u, "INBOX", 2000, 44, 16)
+	u.Append("INBOX", []byte(e2eCraneReport), time.Now())
+	b.addAccount(t, "primary", u)
+	provider := b.withEmbedding(t, embedtest.Options{})
+	provider.SetFault(embedtest.Fault{Kind: embedtest.ServerError})
+	const maxBacklog = 20
+	b.env["MAILFATHOM_EMBEDDING_MAX_BACKLOG"] = strconv.Itoa(maxBacklog)
+	b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_BASE_DELAY"] = "10ms"
+	b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_DELAY"] = "50ms"
+	b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_CIRCUIT_BREAKER_BREAK_DURATION"] = "1s"
+	b.env["MAILFATHOM_BACKFILL_INTERVAL"] = "5s"
+
+	p := b.start(t, "serve")
+	outstanding := func() int {
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email'
+			AND state IN ('available', 'pending', 'retryable', 'scheduled', 'running')`).Scan(&n))
+		return n
+	}
+	most := 0
+	require.Eventually(t, func() bool {
+		most = max(most, outstanding())
+		return b.storedCount(t) == 2001
+	}, 3*time.Minute, 20*time.Millisecond)
+	p.waitLog(t, "folder pass finished", time.Minute)
+	require.Positive(t, provider.Requests(), "embed jobs did call the failing provider")
+	require.Equal(t, 2001, b.awaitingVectors(t, "test-model"), "nothing embedded while the provider fails")
+	most = max(most, outstanding())
+	t.Logf("2 001 messages stored with the provider failing; at most %d embed jobs outstanding (bound %d)", most, maxBacklog)
+	require.LessOrEqual(t, most, maxBacklog, "the backlog bound held through the outage")
+
+	// The CLI's hybrid search answers by words and says so.
+	cmd := exec.Command(binary(t), "search", "crane", "inspection")
+	cmd.Env = fromEnv(b.env)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	require.Contains(t, stdout.String(), "Crane inspection report")
+	require.Contains(t, stderr.String(), "ranked by words alone, not by meaning")
+
+	// The provider recovers: the retries and the backfill's walks embed
+	// everything, the backlog bound still holding.
+	provider.SetFault(embedtest.Fault{})
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		most = max(most, outstanding())
+		return b.awaitingVectors(t, "test-model") == 0
+	}, 5*time.Minute, time.Second)
+	t.Logf("every message embedded %v after the provider recovered", time.Since(start).Round(time.Second))
+	require.LessOrEqual(t, most, maxBacklog)
+	p.stop(t)
 }
 
 // TestFirstSyncWithTheProviderHanging synchronizes 2 000 messages for the

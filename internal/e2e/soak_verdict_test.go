@@ -155,8 +155,18 @@ func (s *soak) verdict(bounds boundSamples, memory func() []memorySample) {
 		len(s.changes), c.asks.Load(), c.askErrors.Load())
 	t.Logf("soak: %s", bounds)
 
-	for _, p := range s.replicas {
-		require.True(t, p != nil && p.running(), "both replicas serve at the end")
+	// A replica that is not serving at the end fails the verdict; it is
+	// started again so that the rest of the verdict is still judged.
+	for i, name := range []string{"serve-a", "serve-b"} {
+		s.replicaMu.Lock()
+		p := s.replicas[i]
+		s.replicaMu.Unlock()
+		if !assert.True(t, p != nil && p.running(), "%s serves at the end", name) {
+			np := s.startReplica(name)
+			s.replicaMu.Lock()
+			s.replicas[i] = np
+			s.replicaMu.Unlock()
+		}
 	}
 	quietStart := time.Now()
 	quietBound := 2*time.Minute + s.duration/10

@@ -26,7 +26,6 @@ import (
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
-
 // TestSearchTools drives search_emails and find_similar_emails over an
 // in-memory MCP session against stored, embedded mail: 600 newsletters
 // that match "harbour tide table" exactly and 30 older reports from the

@@ -30,6 +30,10 @@ type ConnectionsConfig struct {
 	// IdlePeriod is WriteConnectionIdlePeriod: how long a connection is
 	// kept after its last change. Default 2 min.
 	IdlePeriod time.Duration
+	// LockCheckPeriod is how often an idle connection's lock is checked
+	// (without a round trip: the database announces a session it ends).
+	// Default 1 s.
+	LockCheckPeriod time.Duration
 	// Logger receives account ids and durations only. Default: discard.
 	Logger *slog.Logger
 }
@@ -44,12 +48,21 @@ type ConnectionsConfig struct {
 // slots.ErrFull, a deferral. A connection the server closed meanwhile is
 // replaced by the session under the same lock, so it is still one
 // connection per account.
+//
+// The lock lives as long as its database session. When that session ends
+// — PostgreSQL restarted, or an administrator ended it — another process
+// may take the lock, so the connection it guarded is closed: at once when
+// it is idle (checked every LockCheckPeriod), and before the next change
+// otherwise. A change in flight at that moment is not interrupted; its own
+// database work fails with the same restart.
 type Connections struct {
 	cfg ConnectionsConfig
 
 	mu       sync.Mutex
 	accounts map[string]*accountConn
 	closed   bool
+	stop     chan struct{}
+	watching sync.WaitGroup
 }
 
 // accountConn is one account's connection and its lock. sem admits one
@@ -70,10 +83,56 @@ func NewConnections(cfg ConnectionsConfig) (*Connections, error) {
 	if cfg.IdlePeriod <= 0 {
 		cfg.IdlePeriod = 2 * time.Minute
 	}
+	if cfg.LockCheckPeriod <= 0 {
+		cfg.LockCheckPeriod = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Connections{cfg: cfg, accounts: map[string]*accountConn{}}, nil
+	c := &Connections{cfg: cfg, accounts: map[string]*accountConn{}, stop: make(chan struct{})}
+	c.watching.Add(1)
+	go c.watchLocks()
+	return c, nil
+}
+
+// watchLocks closes every idle connection whose lock was lost with its
+// database session, each LockCheckPeriod until Close.
+func (c *Connections) watchLocks() {
+	defer c.watching.Done()
+	tick := time.NewTicker(c.cfg.LockCheckPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		accounts := make(map[string]*accountConn, len(c.accounts))
+		for k, a := range c.accounts {
+			accounts[k] = a
+		}
+		c.mu.Unlock()
+		for account, a := range accounts {
+			select {
+			case a.sem <- struct{}{}:
+			default:
+				continue // in use: Use checks before the next change
+			}
+			c.dropIfLockLost(account, a)
+			<-a.sem
+		}
+	}
+}
+
+// dropIfLockLost closes a's connection when the database session its lock
+// was held on has ended. The caller holds a.sem.
+func (c *Connections) dropIfLockLost(account string, a *accountConn) {
+	if a.lock == nil || a.db.PgConn().CheckConn() == nil {
+		return
+	}
+	c.release(a)
+	c.cfg.Logger.Warn("write connection closed: the database session holding its lock ended", slog.String("account", account))
 }
 
 func (c *Connections) entry(account string) (*accountConn, error) {
@@ -116,6 +175,7 @@ func (c *Connections) Use(ctx context.Context, account string, fn func(s *Sessio
 		a.timer = time.AfterFunc(c.cfg.IdlePeriod, func() { c.closeIdle(account, a) })
 		<-a.sem
 	}()
+	c.dropIfLockLost(account, a)
 	if a.lock == nil {
 		// A session of its own rather than one of the pool's: it lives as
 		// long as the write connection, and closing the pool must not
@@ -187,6 +247,9 @@ func (c *Connections) release(a *accountConn) {
 // to end, and refuses later use.
 func (c *Connections) Close() {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.stop)
+	}
 	c.closed = true
 	accounts := c.accounts
 	c.accounts = map[string]*accountConn{}
@@ -199,4 +262,5 @@ func (c *Connections) Close() {
 		c.release(a)
 		<-a.sem
 	}
+	c.watching.Wait()
 }

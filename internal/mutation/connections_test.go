@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
@@ -18,6 +19,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 )
 
 func TestConnections(t *testing.T) {
@@ -27,6 +29,8 @@ func TestConnections(t *testing.T) {
 		conns  *mutation.Connections
 		opened *atomic.Int32
 		lockOf func(ctx context.Context) error // tries the account's write-connection lock from another session
+		proxy  *faultproxy.Proxy               // between the connections and Dovecot
+		pool   *pgxpool.Pool
 	}
 	setup := func(t *testing.T, idle time.Duration) (context.Context, *testBundle) {
 		t.Helper()
@@ -34,7 +38,8 @@ func TestConnections(t *testing.T) {
 		t.Cleanup(cancel)
 		srv := dovecot.Start(t)
 		user := srv.NewUser()
-		host, portText, err := net.SplitHostPort(srv.TLSAddr())
+		proxy := faultproxy.Start(t, srv.TLSAddr())
+		host, portText, err := net.SplitHostPort(proxy.Addr())
 		require.NoError(t, err)
 		port, err := strconv.Atoi(portText)
 		require.NoError(t, err)
@@ -65,7 +70,7 @@ func TestConnections(t *testing.T) {
 			}
 			return l.Release(ctx)
 		}
-		return ctx, &testBundle{conns: conns, opened: &opened, lockOf: lockOf}
+		return ctx, &testBundle{conns: conns, opened: &opened, lockOf: lockOf, proxy: proxy, pool: pool}
 	}
 	use := func(ctx context.Context, t *testing.T, b *testBundle) {
 		t.Helper()
@@ -103,5 +108,29 @@ func TestConnections(t *testing.T) {
 			"the slot is given back once the connection was idle for the period")
 		use(ctx, t, b)
 		require.EqualValues(t, 2, b.opened.Load(), "the next change pays for a fresh connection")
+	})
+	t.Run("ClosedWhenItsLockIsLost", func(t *testing.T) {
+		t.Parallel()
+		// An idle period far past the test: only the lost lock closes it.
+		ctx, b := setup(t, time.Hour)
+		use(ctx, t, b)
+		require.Equal(t, 1, b.proxy.Stats().Active)
+		require.ErrorIs(t, b.lockOf(ctx), slots.ErrFull)
+
+		// The session holding the lock ends, as it does when PostgreSQL
+		// restarts: another process may now take the lock, so the
+		// connection it guarded must not stay open.
+		var ended bool
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ended))
+		require.True(t, ended)
+		require.Eventually(t, func() bool { return b.proxy.Stats().Active == 0 }, 10*time.Second, 20*time.Millisecond,
+			"the idle connection closes once its lock is lost")
+		require.NoError(t, b.lockOf(ctx))
+
+		use(ctx, t, b)
+		require.EqualValues(t, 2, b.opened.Load(), "the next change opens a connection under a lock taken afresh")
+		require.ErrorIs(t, b.lockOf(ctx), slots.ErrFull)
+		require.Equal(t, 1, b.proxy.Stats().Active)
 	})
 }

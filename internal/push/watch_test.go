@@ -30,6 +30,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
 	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/internal/testharness/testca"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -397,11 +398,9 @@ func TestRunDeclinedSubscriptionWatchesEachFolder(t *testing.T) {
 		done <- err
 	}()
 	const declined = "mail server declined the push subscription, so each folder is watched over a connection of its own"
-	deadline := time.Now().Add(30 * time.Second)
-	for b.countLog(declined, "folders", 2, "subscription_retried_in", 10*time.Second, "level", "INFO") < 2 {
-		require.True(t, time.Now().Before(deadline), "the subscription was not asked for again; logs:\n%s", b.logs.String())
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.waitFor(t, 30*time.Second, "the subscription was asked for again", func() bool {
+		return b.countLog(declined, "folders", 2, "subscription_retried_in", 10*time.Second, "level", "INFO") >= 2
+	})
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	b.script.mu.Lock()
@@ -443,11 +442,7 @@ func (b *testBundle) run(ctx context.Context, opts push.Options) (wait func() (p
 // waitFor polls cond until it holds, for at most within.
 func (b *testBundle) waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "%s; logs:\n%s", what, b.logs.String())
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, within, what, func() (bool, string) { return cond(), "logs:\n" + b.logs.String() })
 }
 
 // queuedFor counts the passes queued for alias.

@@ -163,12 +163,15 @@ const (
 		                  WHERE s.id = p.stored_email_id AND n.uv = s.uid_validity AND n.uid = s.uid AND n.o = p.ordinal AND n.t = p.text)`
 
 	enrichPassagesSQL = `
-		INSERT INTO email_passages (stored_email_id, ordinal, text)
-		SELECT x.id, x.o, x.t
-		FROM (SELECT ` + storedEmailOf + ` AS id, t.o, t.t
-		      FROM unnest($2::bigint[], $3::bigint[], $4::smallint[], $5::text[]) AS t(uv, uid, o, t) OFFSET 0) x
-		WHERE x.id IS NOT NULL
-		ON CONFLICT (stored_email_id, ordinal) DO NOTHING`
+		WITH inserted AS (
+			INSERT INTO email_passages (stored_email_id, ordinal, text)
+			SELECT x.id, x.o, x.t
+			FROM (SELECT ` + storedEmailOf + ` AS id, t.o, t.t
+			      FROM unnest($2::bigint[], $3::bigint[], $4::smallint[], $5::text[]) AS t(uv, uid, o, t) OFFSET 0) x
+			WHERE x.id IS NOT NULL
+			ON CONFLICT (stored_email_id, ordinal) DO NOTHING
+			RETURNING stored_email_id)
+		` + owedSQL
 
 	enrichEnvelopeDocumentsSQL = `
 		INSERT INTO email_search_documents (stored_email_id, text_source, subject, sent_at, mail_folder_id)
@@ -180,11 +183,14 @@ const (
 	// An envelope's subject passage is only ever added to a message with
 	// no passages: one a run that could read the body derived is kept.
 	enrichEnvelopePassagesSQL = `
-		INSERT INTO email_passages (stored_email_id, ordinal, text)
-		SELECT x.id, 0, x.s
-		FROM (SELECT ` + storedEmailOf + ` AS id, t.s FROM unnest($2::bigint[], $3::bigint[], $4::text[]) AS t(uv, uid, s) OFFSET 0) x
-		WHERE x.id IS NOT NULL AND x.s <> ''
-		  AND NOT EXISTS (SELECT 1 FROM email_passages p WHERE p.stored_email_id = x.id)`
+		WITH inserted AS (
+			INSERT INTO email_passages (stored_email_id, ordinal, text)
+			SELECT x.id, 0, x.s
+			FROM (SELECT ` + storedEmailOf + ` AS id, t.s FROM unnest($2::bigint[], $3::bigint[], $4::text[]) AS t(uv, uid, s) OFFSET 0) x
+			WHERE x.id IS NOT NULL AND x.s <> ''
+			  AND NOT EXISTS (SELECT 1 FROM email_passages p WHERE p.stored_email_id = x.id)
+			RETURNING stored_email_id)
+		` + owedSQL
 )
 
 // Queue queues the statements that write everything e holds on b and

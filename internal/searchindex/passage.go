@@ -52,10 +52,27 @@ const (
 		DELETE FROM email_passages p
 		WHERE p.stored_email_id = $1
 		  AND NOT EXISTS (SELECT 1 FROM unnest($2::smallint[], $3::text[]) AS n(o, t) WHERE n.o = p.ordinal AND n.t = p.text)`
+	// A passage inserted puts its message in every profile's backlog, in
+	// the same statement (owedSQL).
 	insertPassagesSQL = `
-		INSERT INTO email_passages (stored_email_id, ordinal, text)
-		SELECT $1, o, t FROM unnest($2::smallint[], $3::text[]) AS n(o, t)
-		ON CONFLICT (stored_email_id, ordinal) DO NOTHING`
+		WITH inserted AS (
+			INSERT INTO email_passages (stored_email_id, ordinal, text)
+			SELECT $1, o, t FROM unnest($2::smallint[], $3::text[]) AS n(o, t)
+			ON CONFLICT (stored_email_id, ordinal) DO NOTHING
+			RETURNING stored_email_id)
+		` + owedSQL
+	// owedSQL follows a CTE named inserted, which returns the stored email
+	// of each passage it inserted: each such message is owed vectors under
+	// every profile. The row is written even when it exists, so a settling
+	// of it that runs meanwhile (SettleBacklog) is waited for rather than
+	// raced; rows are written in one order, so two writers wait rather than
+	// deadlock.
+	owedSQL = `
+		INSERT INTO vector_backlog (profile_id, stored_email_id)
+		SELECT pr.id, i.id
+		FROM (SELECT DISTINCT stored_email_id AS id FROM inserted) i CROSS JOIN embedding_profiles pr
+		ORDER BY i.id, pr.id
+		ON CONFLICT (profile_id, stored_email_id) DO UPDATE SET changed_at = now()`
 )
 
 // writePassages replaces id's passages by ps in the caller's transaction.
@@ -88,8 +105,11 @@ func insertEnvelopePassage(ctx context.Context, q Querier, id uuid.UUID) error {
 		return nil
 	}
 	if _, err := q.Exec(ctx, `
-		INSERT INTO email_passages (stored_email_id, ordinal, text)
-		SELECT $1, 0, $2 WHERE NOT EXISTS (SELECT 1 FROM email_passages WHERE stored_email_id = $1)`, id, s); err != nil {
+		WITH inserted AS (
+			INSERT INTO email_passages (stored_email_id, ordinal, text)
+			SELECT $1, 0, $2 WHERE NOT EXISTS (SELECT 1 FROM email_passages WHERE stored_email_id = $1)
+			RETURNING stored_email_id)
+		`+owedSQL, id, s); err != nil {
 		return fmt.Errorf("searchindex: insert an envelope passage: %w", err)
 	}
 	return nil

@@ -14,13 +14,18 @@ import (
 )
 
 // EnsureProfile returns the id of the embedding profile (model,
-// dimensions), creating it on first use.
+// dimensions), creating it on first use. A profile created owes vectors
+// for every message with passages: they form its backlog at once (one
+// walk of the passages, when the profile is created and never again).
 func EnsureProfile(ctx context.Context, q Querier, model string, dimensions int) (int16, error) {
 	var id int16
 	err := q.QueryRow(ctx, `
 		WITH inserted AS (
 			INSERT INTO embedding_profiles (model, dimensions) VALUES ($1, $2)
-			ON CONFLICT (model, dimensions) DO NOTHING RETURNING id)
+			ON CONFLICT (model, dimensions) DO NOTHING RETURNING id),
+		owed AS (
+			INSERT INTO vector_backlog (profile_id, stored_email_id)
+			SELECT i.id, p.stored_email_id FROM inserted i CROSS JOIN (SELECT DISTINCT stored_email_id FROM email_passages) p)
 		SELECT id FROM inserted
 		UNION ALL
 		SELECT id FROM embedding_profiles WHERE model = $1 AND dimensions = $2
@@ -138,22 +143,36 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 	if err != nil {
 		return 0, fmt.Errorf("searchindex: store vectors: %w", err)
 	}
+	if err := SettleBacklog(ctx, q, profile, ids); err != nil {
+		return 0, err
+	}
 	return int(tag.RowsAffected()), nil
 }
 
 // EmailsAwaitingVectors returns, in id order, at most limit served
 // messages past after with at least one passage that has no vector under
 // profile.
+//
+// It reads the passages themselves, not the backlog, and adds to the
+// backlog any message it finds missing there (one whose passages were
+// written while its profile was being created), so the walk is also what
+// keeps the backlog whole.
 func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	rows, err := q.Query(ctx, `
-		SELECT e.id FROM served_stored_emails e
-		WHERE e.id > $2
-		  AND EXISTS (SELECT 1 FROM email_passages p
-		              WHERE p.stored_email_id = e.id
-		                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1))
-		ORDER BY e.id
-		LIMIT $3`, profile, after, limit)
+		WITH found AS (
+			SELECT e.id FROM served_stored_emails e
+			WHERE e.id > $2
+			  AND EXISTS (SELECT 1 FROM email_passages p
+			              WHERE p.stored_email_id = e.id
+			                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
+			                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1))
+			ORDER BY e.id
+			LIMIT $3),
+		owed AS (
+			INSERT INTO vector_backlog (profile_id, stored_email_id)
+			SELECT $1, id FROM found
+			ON CONFLICT (profile_id, stored_email_id) DO NOTHING)
+		SELECT id FROM found ORDER BY id`, profile, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: select emails awaiting vectors: %w", err)
 	}
@@ -162,35 +181,6 @@ func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after 
 		return nil, fmt.Errorf("searchindex: select emails awaiting vectors: %w", err)
 	}
 	return ids, nil
-}
-
-// ProfileBacklog is how many served messages await vectors under one
-// profile.
-type ProfileBacklog struct {
-	ProfileID  int16
-	Model      string
-	Dimensions int
-	Awaiting   int64
-}
-
-// AwaitingPerProfile counts, for every recorded profile, the served
-// messages with a passage that has no vector under it.
-func AwaitingPerProfile(ctx context.Context, q Querier) ([]ProfileBacklog, error) {
-	rows, err := q.Query(ctx, `
-		SELECT pr.id, pr.model, pr.dimensions,
-		       (SELECT count(DISTINCT p.stored_email_id)
-		        FROM email_passages p JOIN served_stored_emails e ON e.id = p.stored_email_id
-		        WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                          WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = pr.id))
-		FROM embedding_profiles pr ORDER BY pr.id`)
-	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting vectors: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ProfileBacklog])
-	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting vectors: %w", err)
-	}
-	return out, nil
 }
 
 // FindProfile returns the id of the embedding profile (model, dimensions)
@@ -207,42 +197,6 @@ func FindProfile(ctx context.Context, q Querier, model string, dimensions int) (
 		return 0, false, fmt.Errorf("searchindex: find the embedding profile: %w", err)
 	}
 	return id, true, nil
-}
-
-// FolderBacklog is how many served messages of one account's folder alias
-// await vectors under a profile.
-type FolderBacklog struct {
-	AccountKey string
-	Alias      string
-	Awaiting   int64
-}
-
-// AwaitingVectorsByFolder counts, per account and folder alias (across the
-// alias's bindings), the served messages with a passage that has no vector
-// under profile; a folder with none is left out. A profile that is not
-// recorded (0) has no vectors, so every message with passages awaits. The
-// sum over the folders is what AwaitingPerProfile counts for profile.
-func AwaitingVectorsByFolder(ctx context.Context, q Querier, profile int16) ([]FolderBacklog, error) {
-	rows, err := q.Query(ctx, `
-		SELECT a.account_key, f.alias, count(*)
-		FROM served_stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-		WHERE EXISTS (SELECT 1 FROM email_passages p
-		              WHERE p.stored_email_id = e.id
-		                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal
-		                                  AND v.profile_id = $1))
-		GROUP BY a.account_key, f.alias
-		ORDER BY a.account_key, f.alias`, profile)
-	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FolderBacklog])
-	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
-	}
-	return out, nil
 }
 
 // Signature is the binary quantization of v: bit i is set when v[i] > 0.

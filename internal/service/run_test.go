@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -248,4 +250,59 @@ func TestTakenHTTPAddressFailsFirst(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "no cluster was initialised and no password written")
+}
+
+// TestDatabaseLateAtStart: a database that refuses connections when serve
+// starts (restarting, or started beside it) and answers two seconds later
+// is waited for; the start goes on instead of stopping the process.
+func TestDatabaseLateAtStart(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgtest.Database(t))
+	require.NoError(t, err)
+	socket := filepath.Join(u.Query().Get("host"), ".s.PGSQL."+u.Query().Get("port"))
+
+	// A loopback port nothing listens on until the database "comes back":
+	// then every connection to it is carried to the cluster's socket.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().(*net.TCPAddr)
+	require.NoError(t, ln.Close())
+	go func() {
+		time.Sleep(2 * time.Second)
+		ln, err := net.Listen("tcp", addr.String())
+		if err != nil {
+			return
+		}
+		t.Cleanup(func() { _ = ln.Close() })
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				pg, err := net.Dial("unix", socket)
+				if err != nil {
+					return
+				}
+				defer pg.Close()
+				go func() { _, _ = io.Copy(pg, c) }()
+				_, _ = io.Copy(c, pg)
+			}()
+		}
+	}()
+	q := u.Query()
+	q.Set("host", "127.0.0.1")
+	q.Set("port", strconv.Itoa(addr.Port))
+	u.RawQuery = q.Encode()
+
+	s := start(t, service.Options{
+		DatabaseConnString: u.String(),
+		MigrateOnStart:     true,
+		QueueWorkers:       queues(),
+	})
+	require.Contains(t, s.logs.String(), "the database does not answer yet; waiting for it")
+	require.Contains(t, s.logs.String(), "the database answers now")
+	code, _ := get(t, "http://"+s.addr+"/readyz")
+	require.Equal(t, http.StatusOK, code)
 }

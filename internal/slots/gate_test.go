@@ -3,6 +3,7 @@ package slots_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -43,6 +44,17 @@ func TestGate(t *testing.T) {
 	}
 	const long = time.Minute
 
+	// bubble runs a subtest in a synctest bubble: time is the bubble's
+	// own, and synctest.Wait returns once every unit entering in the
+	// background is blocked in the gate, so no test guesses how long
+	// a goroutine takes to reach it.
+	bubble := func(t *testing.T, name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, f)
+		})
+	}
+
 	t.Run("OutOfRange", func(t *testing.T) {
 		t.Parallel()
 		_, err := slots.NewGate(slots.Bounds{MaxAccounts: 0, MaxFoldersPerAccount: 1})
@@ -51,8 +63,7 @@ func TestGate(t *testing.T) {
 		require.Error(t, err)
 	})
 
-	t.Run("AccountBoundWaitsForALeave", func(t *testing.T) {
-		t.Parallel()
+	bubble(t, "AccountBoundWaitsForALeave", func(t *testing.T) {
 		ctx, b := setup(t, slots.Bounds{MaxAccounts: 2, MaxFoldersPerAccount: 1})
 		leaveA, err := b.gate.Enter(ctx, "a", "", long, b.stop)
 		require.NoError(t, err)
@@ -60,10 +71,11 @@ func TestGate(t *testing.T) {
 		require.NoError(t, err)
 
 		c := enter(ctx, b, "c", "", long)
+		synctest.Wait()
 		select {
 		case <-c:
 			t.Fatal("a third account entered with two slots taken")
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
 		leaveA()
 		leaveA() // a second call does nothing
@@ -75,8 +87,7 @@ func TestGate(t *testing.T) {
 		require.ErrorIs(t, err, slots.ErrFull)
 	})
 
-	t.Run("FolderBoundAndAliasOfOneAccount", func(t *testing.T) {
-		t.Parallel()
+	bubble(t, "FolderBoundAndAliasOfOneAccount", func(t *testing.T) {
 		ctx, b := setup(t, slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 2})
 		leave, err := b.gate.Enter(ctx, "a", "INBOX", long, b.stop)
 		require.NoError(t, err)
@@ -94,8 +105,7 @@ func TestGate(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	t.Run("FolderUnitBeforeAccountRun", func(t *testing.T) {
-		t.Parallel()
+	bubble(t, "FolderUnitBeforeAccountRun", func(t *testing.T) {
 		ctx, b := setup(t, slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 1})
 		leave, err := b.gate.Enter(ctx, "a", "", long, b.stop)
 		require.NoError(t, err)
@@ -103,33 +113,34 @@ func TestGate(t *testing.T) {
 		// An account run waits first, a folder pass of another account
 		// second: the pass gets the slot.
 		run := enter(ctx, b, "b", "", long)
-		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
 		pass := enter(ctx, b, "c", "INBOX", long)
-		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
 		leave()
 		got := <-pass
 		require.NoError(t, got.err)
+		synctest.Wait()
 		select {
 		case <-run:
 			t.Fatal("the account run entered while the folder pass held the only slot")
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
 		got.leave()
 		got = <-run
 		require.NoError(t, got.err)
 	})
 
-	t.Run("BlockedFolderUnitDoesNotHoldBackOtherAccounts", func(t *testing.T) {
-		t.Parallel()
+	bubble(t, "BlockedFolderUnitDoesNotHoldBackOtherAccounts", func(t *testing.T) {
 		ctx, b := setup(t, slots.Bounds{MaxAccounts: 2, MaxFoldersPerAccount: 1})
 		_, err := b.gate.Enter(ctx, "a", "INBOX", long, b.stop)
 		require.NoError(t, err)
 		// A window of a's alias waits for a's folder slot, not for an
 		// account slot: b's run goes in.
 		window := enter(ctx, b, "a", "INBOX", long)
-		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
 		_, err = b.gate.Enter(ctx, "b", "", 20*time.Millisecond, b.stop)
 		require.NoError(t, err)
+		synctest.Wait()
 		select {
 		case <-window:
 			t.Fatal("a second unit of a's alias entered")
@@ -137,8 +148,7 @@ func TestGate(t *testing.T) {
 		}
 	})
 
-	t.Run("StopAndContext", func(t *testing.T) {
-		t.Parallel()
+	bubble(t, "StopAndContext", func(t *testing.T) {
 		ctx, b := setup(t, slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 1})
 		_, err := b.gate.Enter(ctx, "a", "", long, b.stop)
 		require.NoError(t, err)

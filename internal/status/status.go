@@ -474,7 +474,7 @@ const backlogCountCap = 1_000_000
 // profile: one not yet recorded has no vectors, so every message with
 // passages awaits them.
 func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embedding, []searchindex.FolderBacklog, error) {
-	id, _, err := searchindex.FindProfile(ctx, q, e.Model, e.Dimensions)
+	id, recorded, err := searchindex.FindProfile(ctx, q, e.Model, e.Dimensions)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -482,7 +482,12 @@ func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embeddi
 	if err != nil {
 		return nil, nil, err
 	}
-	backlog, err := searchindex.AwaitingVectorsByFolder(ctx, q, id)
+	var backlog []searchindex.FolderBacklog
+	if recorded {
+		backlog, err = searchindex.AwaitingVectorsByFolder(ctx, q, id)
+	} else {
+		backlog, err = searchindex.AwaitingWithoutProfile(ctx, q)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
