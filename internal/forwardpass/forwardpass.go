@@ -288,6 +288,11 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 			p.after = 0
 			rep.ProgressReset = true
 			logger.WarnContext(ctx, "folder UIDVALIDITY changed; its progress starts over")
+			// The new space is stored as one of its own, also where the
+			// server names its messages as it named the old ones.
+			if _, err := mailstore.ReleaseServerIdentities(ctx, db, binding.ID, state.UIDValidity); err != nil {
+				return rep, err
+			}
 		}
 	}
 	// A window asks a server that advertises no CONDSTORE without

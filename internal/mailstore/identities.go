@@ -50,3 +50,24 @@ func EmailsByServerIdentity(ctx context.Context, q Querier, accountID int64, ids
 	}
 	return out, nil
 }
+
+// ReleaseServerIdentities gives up the server identities held by the
+// binding folderID's UID spaces other than uidValidity: a folder recreated
+// on the server may give its new messages the identities of the old ones
+// (Cyrus keeps a message's EMAILID across a delete and create), and a new
+// UID space is stored from its start, as one of its own, never as
+// occurrences of the space it replaces. Call it once the server reported
+// the new UIDVALIDITY, before anything is stored under it.
+//
+// The old holders keep their content and are served as before: by their
+// own occurrence until the new space replaces it, and while an occurrence
+// of another folder shares them. It returns how many holders it released.
+func ReleaseServerIdentities(ctx context.Context, q Querier, folderID int64, uidValidity uint32) (int64, error) {
+	tag, err := q.Exec(ctx, `UPDATE stored_emails SET server_email_id = NULL, updated_at = now()
+		WHERE mail_folder_id = $1 AND uid_validity <> $2
+		  AND shared_email_id IS NULL AND server_email_id IS NOT NULL`, folderID, int64(uidValidity))
+	if err != nil {
+		return 0, fmt.Errorf("mailstore: release the server identities of folder %d: %w", folderID, err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -9,7 +9,9 @@
 --
 -- server_email_id is the identity with its scheme ('x-gm-msgid:…',
 -- 'emailid:…'); server_thread_id likewise (X-GM-THRID, THREADID), NULL
--- when the server sent none. remote_labels are Gmail's X-GM-LABELS as last
+-- when the server sent none. A holder of a UID space its folder has
+-- replaced (the folder was recreated) gives its identity up (NULL): the
+-- new space is stored as one of its own. remote_labels are Gmail's X-GM-LABELS as last
 -- observed, kept on the holder (labels belong to the message, not to a
 -- folder); NULL where the server has no labels.
 ALTER TABLE stored_emails
@@ -46,7 +48,7 @@ JOIN mail_folders f ON f.id = e.mail_folder_id
 WHERE e.shared_email_id IS NULL
   AND ((e.remote_expunge_observed_at IS NULL
         AND (f.served_uid_validity IS NULL OR e.uid_validity = f.served_uid_validity))
-    OR (e.server_email_id IS NOT NULL AND EXISTS (
+    OR EXISTS (
         SELECT 1 FROM stored_emails o JOIN mail_folders g ON g.id = o.mail_folder_id
         WHERE o.shared_email_id = e.id AND o.remote_expunge_observed_at IS NULL
-          AND (g.served_uid_validity IS NULL OR o.uid_validity = g.served_uid_validity))));
+          AND (g.served_uid_validity IS NULL OR o.uid_validity = g.served_uid_validity)));
