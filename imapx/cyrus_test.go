@@ -389,3 +389,57 @@ func TestCyrusFetchIdentities(t *testing.T) {
 	require.Equal(t, inbox[uint32(first)], filed[uint32(dest[0])], "a copy keeps its EMAILID")
 	require.Empty(t, b.user.Flags("INBOX", first))
 }
+
+// TestCyrusFetchIdentitiesOnTheSessionsOwnConnection: identities are asked
+// over the session's own connection, between go-imap's commands, plain,
+// compressed and over TLS: metadata, identities and content interleave
+// on one login, and each answer is whole.
+func TestCyrusFetchIdentitiesOnTheSessionsOwnConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		security    imapx.ConnectionSecurity
+		compression imapx.CompressionPolicy
+	}{
+		{"plain", imapx.None, imapx.CompressionOff},
+		{"compressed", imapx.None, imapx.CompressionOn},
+		{"tls", imapx.TLSOnConnect, imapx.CompressionOff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupCyrus(t, nil)
+			var raws [][]byte
+			var uids []uint32
+			for i := range 4 {
+				raws = append(raws, message(i, 40_000))
+				uids = append(uids, uint32(b.user.Append("INBOX", raws[i], time.Time{})))
+			}
+			ep := b.endpoint(tc.security)
+			ep.Compression = tc.compression
+			s, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
+			require.NoError(t, err)
+			require.Equal(t, tc.compression == imapx.CompressionOn, s.Compression().InUse)
+			_, err = s.Examine(b.ctx, "INBOX")
+			require.NoError(t, err)
+			for round := range 3 {
+				meta, err := s.FetchMetadata(b.ctx, uids)
+				require.NoError(t, err)
+				require.Len(t, meta, len(uids))
+				ids, err := s.FetchIdentities(b.ctx, uids)
+				require.NoError(t, err)
+				require.Len(t, ids, len(uids), "round %d", round)
+				var got [][]byte
+				require.NoError(t, s.FetchBodies(b.ctx, uids, 1<<20, func(body imapx.Body) error {
+					got = append(got, bytes.Clone(body.Raw))
+					return nil
+				}))
+				require.Equal(t, raws, got, "round %d", round)
+				again, err := s.FetchIdentities(b.ctx, uids[:1])
+				require.NoError(t, err)
+				require.Equal(t, ids[uids[0]], again[uids[0]])
+			}
+			require.NoError(t, s.Close())
+			require.Len(t, b.user.Sessions(), 1, "one login for content and identities")
+		})
+	}
+}

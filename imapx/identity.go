@@ -2,6 +2,7 @@ package imapx
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -80,9 +81,10 @@ func identityItems(scheme IdentityScheme) []wire.FetchItem {
 // the server answered without an identity, is absent. With NoIdentity it
 // returns nil without asking anything.
 //
-// The question goes over the session's reconciliation connection (go-imap
-// cannot parse these items), the folder examined afresh on it; the errors
-// are those of Reconcile.
+// The question goes over the session's own connection, lent by go-imap
+// (which cannot parse these items) to the wire layer between two of its
+// commands (lend.go): it costs the server no other login. The errors are
+// those of FetchMetadata.
 func (s *ReadSession) FetchIdentities(ctx context.Context, uids []uint32) (map[uint32]MessageIdentity, error) {
 	scheme := s.IdentityScheme()
 	if scheme == NoIdentity {
@@ -96,22 +98,27 @@ func (s *ReadSession) FetchIdentities(ctx context.Context, uids []uint32) (map[u
 		return nil, err
 	}
 	start := time.Now()
-	w, _, err := s.reconcileFolder(ctx)
-	if err != nil {
-		return nil, err
-	}
 	items := append([]wire.FetchItem{wire.FetchUID}, identityItems(scheme)...)
 	answered := map[uint32]*wire.FetchAttrs{}
-	for _, ch := range wire.ChunkUIDs(window, wire.MaxSetBytes) {
-		err := fromWire(w.UIDFetchFlags(ctx, s.opts.commandTimeout(), wire.FlagsFetch{Set: ch.Set, Items: items},
-			func(r *wire.Response) {
-				if r.Kind == wire.RespFetch && r.Fetch.HasUID {
-					mergeFetch(answered, r.Fetch)
-				}
-			}))
-		if err != nil {
-			return nil, err
+	err = s.onOwnConnection(ctx, "UID FETCH", func(w *wire.Conn, expunged func()) error {
+		for _, ch := range wire.ChunkUIDs(window, wire.MaxSetBytes) {
+			err := fromWire(w.UIDFetchFlags(ctx, s.opts.commandTimeout(), wire.FlagsFetch{Set: ch.Set, Items: items},
+				func(r *wire.Response) {
+					switch {
+					case r.Kind == wire.RespFetch && r.Fetch.HasUID:
+						mergeFetch(answered, r.Fetch)
+					case r.Kind == wire.RespExpunge:
+						expunged()
+					}
+				}))
+			if err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[uint32]MessageIdentity, len(answered))
 	for uid, a := range answered {
@@ -127,4 +134,40 @@ func (s *ReadSession) FetchIdentities(ctx context.Context, uids []uint32) (map[u
 	s.debug(ctx, "imap fetch identities", slog.String("scheme", string(scheme)), slog.Int("requested", len(window)),
 		slog.Int("identified", len(out)), slog.Duration("elapsed", time.Since(start)))
 	return out, nil
+}
+
+// onOwnConnection runs f with the wire layer on the session's own
+// connection, the open folder already examined on it: go-imap's, lent
+// between two of its commands, or a reconciliation session's only one.
+// expunged counts an EXPUNGE f reads, as go-imap would have.
+func (s *ReadSession) onOwnConnection(ctx context.Context, name string, f func(w *wire.Conn, expunged func()) error) error {
+	if s.reconcileOnly {
+		w, err := s.reconcileConn(ctx)
+		if err != nil {
+			return err
+		}
+		return f(w, func() {})
+	}
+	cn := s.cn
+	switch {
+	case cn == nil:
+		return &TransportError{Op: name, Err: wire.ErrNotConnected}
+	case cn.sock.Broken():
+		return &TransportError{Op: name, Err: wire.ErrConnectionUnusable}
+	case ctx.Err() != nil:
+		return fmt.Errorf("imapx: %s: %w", name, ctx.Err())
+	}
+	stream, err := cn.gate.lend(ctx, s.opts.commandTimeout())
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("imapx: %s: %w", name, ctx.Err())
+		}
+		cn.kill()
+		return &TransportError{Op: name, Err: err}
+	}
+	w := wire.New(cn.sock, stream, s.caps, maxUntaggedPerCommand)
+	w.InFolder(s.folder)
+	err = f(w, func() { cn.expunges.Add(1) })
+	cn.gate.giveBack(w.Handback())
+	return err
 }
