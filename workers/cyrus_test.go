@@ -358,6 +358,12 @@ func TestCyrusMoveCarriesTheStoredEmail(t *testing.T) {
 	require.EqualValues(t, 1, out["copied_by_mailfathom"])
 	require.EqualValues(t, 0, out["stored"], "no body was fetched")
 	require.EqualValues(t, 1, out["shared"], "the copy is an occurrence of the email its source holds")
+	for _, id := range []string{"msg-14-0@example.test", "msg-14-1@example.test"} {
+		var served int
+		require.NoError(t, b.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM served_stored_emails WHERE message_id = $1`, id).Scan(&served))
+		require.Equal(t, 1, served, "the moved message and the copied one are each served once")
+	}
 	var tombstones int
 	require.NoError(t, b.pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM stored_emails WHERE remote_expunge_observed_at IS NOT NULL`).Scan(&tombstones))
