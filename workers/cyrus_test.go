@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,27 +35,15 @@ import (
 func setupCyrusSync(t *testing.T, s *cyrus.Server) (*syncBundle, *cyrus.User) {
 	t.Helper()
 	u := s.NewUser()
-	dir := t.TempDir()
-	files, err := s.CA().WriteFiles(dir)
+	files, err := s.CA().WriteFiles(t.TempDir())
 	require.NoError(t, err)
-	pw := filepath.Join(dir, "imap-password")
-	require.NoError(t, os.WriteFile(pw, []byte(u.Password()+"\n"), 0o600))
 	b := &syncBundle{
 		pool: dbtest.Pool(t),
 		logs: &capture.Buffer{},
-		env: map[string]string{
-			"MAILFATHOM_SYNC_ENABLED":                             "true",
-			"MAILFATHOM_SYNC_INTERVAL":                            "1h",
-			"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":                 "1h",
-			"MAILFATHOM_ACCOUNTS_0_ID":                            "primary",
-			"MAILFATHOM_ACCOUNTS_0_HOST":                          s.Host(),
-			"MAILFATHOM_ACCOUNTS_0_PORT":                          strconv.Itoa(s.TLSPort()),
-			"MAILFATHOM_ACCOUNTS_0_USERNAME":                      u.Name(),
-			"MAILFATHOM_ACCOUNTS_0_PASSWORD":                      "file:" + pw,
-			"MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST":             "AdditionalTrustedAuthority",
-			"MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY": "file:" + files.CACert,
-		},
+		env:  accountEnv(t, s.Host(), s.TLSPort(), u.Name(), u.Password()),
 	}
+	b.env["MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST"] = "AdditionalTrustedAuthority"
+	b.env["MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY"] = "file:" + files.CACert
 	t.Cleanup(func() {
 		if b.stop != nil {
 			b.stop()

@@ -2,9 +2,6 @@ package workers_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/emersion/go-imap/v2"
@@ -24,30 +21,23 @@ import (
 func setupGmailSync(t *testing.T, s *gmailtest.Server) *syncBundle {
 	t.Helper()
 	u := s.User()
-	pw := filepath.Join(t.TempDir(), "imap-password")
-	require.NoError(t, os.WriteFile(pw, []byte(u.Password()+"\n"), 0o600))
 	b := &syncBundle{
 		pool: dbtest.Pool(t),
 		logs: &capture.Buffer{},
-		env: map[string]string{
-			"MAILFATHOM_SYNC_ENABLED":                         "true",
-			"MAILFATHOM_SYNC_INTERVAL":                        "1h",
-			"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":             "1h",
-			"MAILFATHOM_ACCOUNTS_0_ID":                        "primary",
-			"MAILFATHOM_ACCOUNTS_0_HOST":                      s.Host(),
-			"MAILFATHOM_ACCOUNTS_0_PORT":                      strconv.Itoa(s.Port()),
-			"MAILFATHOM_ACCOUNTS_0_USERNAME":                  u.Name(),
-			"MAILFATHOM_ACCOUNTS_0_PASSWORD":                  "file:" + pw,
-			"MAILFATHOM_ACCOUNTS_0_CONNECTION_SECURITY":       "None",
-			"MAILFATHOM_ACCOUNTS_0_ALLOW_INSECURE_CONNECTION": "true",
-			"MAILFATHOM_ACCOUNTS_0_ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION": "true",
-			"MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS":                                             "all",
-			"MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH":                                       gmailtest.AllMail,
-			"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS":                                             "inbox",
-			"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH":                                       "INBOX",
-			"MAILFATHOM_ACCOUNTS_0_FOLDERS_2_ALIAS":                                             "work",
-			"MAILFATHOM_ACCOUNTS_0_FOLDERS_2_REMOTE_PATH":                                       "Work",
-		},
+		env:  accountEnv(t, s.Host(), s.Port(), u.Name(), u.Password()),
+	}
+	for k, v := range map[string]string{
+		"CONNECTION_SECURITY":       "None",
+		"ALLOW_INSECURE_CONNECTION": "true",
+		"ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION": "true",
+		"FOLDERS_0_ALIAS":       "all",
+		"FOLDERS_0_REMOTE_PATH": gmailtest.AllMail,
+		"FOLDERS_1_ALIAS":       "inbox",
+		"FOLDERS_1_REMOTE_PATH": "INBOX",
+		"FOLDERS_2_ALIAS":       "work",
+		"FOLDERS_2_REMOTE_PATH": "Work",
+	} {
+		b.env["MAILFATHOM_ACCOUNTS_0_"+k] = v
 	}
 	t.Cleanup(func() {
 		if b.stop != nil {
