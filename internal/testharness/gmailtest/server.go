@@ -1,7 +1,6 @@
 package gmailtest
 
 import (
-	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -306,6 +305,3 @@ func (s *Server) identify(folder string, validity uint32, uid imap.UID) *Message
 	s.byPlace[p] = m
 	return m
 }
-
-// errClosed ends a direction of the filter quietly.
-var errClosed = errors.New("gmailtest: connection closed")
