@@ -19,6 +19,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // The tests in this file run the adapter against Cyrus IMAP 3.6, a second
@@ -215,12 +216,15 @@ func TestCyrusWatchOneFolderWithIdle(t *testing.T) {
 		t.Helper()
 		done := make(chan []string, 1)
 		errs := make(chan error, 1)
+		before := rec.Continuations()
 		go func() {
 			changed, err := s.Wait(b.ctx, 10*time.Second)
 			errs <- err
 			done <- changed
 		}()
-		time.Sleep(300 * time.Millisecond) // IDLE is under way
+		poll.UntilTrue(t, 10*time.Second, name+": the server answered IDLE with its continuation", func() bool {
+			return rec.Continuations() > before
+		})
 		start := time.Now()
 		change()
 		require.NoError(t, <-errs, name)

@@ -14,6 +14,7 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // watchBundle is a bundle with a watching session whose wire is recorded.
@@ -43,13 +44,16 @@ func (b *watchBundle) waitWhile(renewal time.Duration, change func()) ([]string,
 		err     error
 	}
 	done := make(chan result, 1)
+	before := b.wire.Continuations()
 	go func() {
 		changed, err := b.sess.Wait(b.ctx, renewal)
 		done <- result{changed, err}
 	}()
 	// IDLE is under way once its continuation came; a change made before
 	// it would be reported all the same, but this tests the wait.
-	time.Sleep(300 * time.Millisecond)
+	poll.UntilTrue(b.t, 10*time.Second, "the server answered IDLE with its continuation", func() bool {
+		return b.wire.Continuations() > before
+	})
 	change()
 	r := <-done
 	return r.changed, r.err

@@ -74,7 +74,9 @@ func BenchmarkEmbedThroughput(b *testing.B) {
 				Profile: embedding.Profile{Model: cfg.Embedding.Model, Dimensions: dims}, Registry: pipelines})
 			require.NoError(b, err)
 			ws := river.NewWorkers()
-			failures, err := workers.Register(ws, workers.Dependencies{Pool: pool, Config: cfg, Resilience: pipelines, Embedder: embedder})
+			deps, err := workers.NewDependencies(workers.Dependencies{Pool: pool, Config: cfg, Resilience: pipelines, Embedder: embedder})
+			require.NoError(b, err)
+			failures, err := workers.Register(ws, deps)
 			require.NoError(b, err)
 			client, err := jobqueue.NewClient(jobqueue.Config{Pool: pool, Workers: ws,
 				Middleware: []rivertype.WorkerMiddleware{failures}, QueueWorkers: map[string]int{jobs.QueueEmbeddings: 2}})

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -210,21 +209,7 @@ func TestEmbedding(t *testing.T) {
 		b := setupSync(t)
 		withEmbedding(t, b, "test-model", 0) // nothing drains the backlog
 		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
-		// Stored the way a version without extraction stored them: content,
-		// no search document, no passages.
-		accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
-		require.NoError(t, err)
-		tx, err := b.pool.Begin(ctx)
-		require.NoError(t, err)
-		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-		for i := range 6 {
-			raw := mailgen.Message(26, i, 1500)
-			_, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
-				UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available})
-			require.NoError(t, err)
-		}
+		b.storeUnextracted(t, 6, func(i int) []byte { return mailgen.Message(26, i, 1500) })
 		b.start(t)
 		b.waitIdle(t)
 		var passages int

@@ -67,26 +67,12 @@ func TestExtractionAndSearch(t *testing.T) {
 		b.env["MAILFATHOM_BACKFILL_INTERVAL"] = "1h"
 		ctx := context.Background()
 
-		// Stored the way a version without extraction stored them: content,
-		// no metadata, no search document.
-		accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
-		require.NoError(t, err)
-		tx, err := b.pool.Begin(ctx)
-		require.NoError(t, err)
-		binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-		var ids []uuid.UUID
-		for i := range 10 {
-			raw := mailgen.Message(13, i, 2000)
+		ids := b.storeUnextracted(t, 10, func(i int) []byte {
 			if i == 4 {
-				raw = []byte("Content-Type: multipart/mixed\r\n\r\nno boundary, so no reader can parse this\r\n")
+				return []byte("Content-Type: multipart/mixed\r\n\r\nno boundary, so no reader can parse this\r\n")
 			}
-			id, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
-				UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available})
-			require.NoError(t, err)
-			ids = append(ids, id)
-		}
+			return mailgen.Message(13, i, 2000)
+		})
 		documents := func() int {
 			var n int
 			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM email_search_documents`).Scan(&n))
@@ -103,7 +89,7 @@ func TestExtractionAndSearch(t *testing.T) {
 
 		// A restart (as after a crash) resumes from the committed position.
 		b.start(t)
-		_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'extraction_backfill' AND state = 'scheduled'`)
+		_, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'extraction_backfill' AND state = 'scheduled'`)
 		require.NoError(t, err)
 		b.waitIdle(t)
 		require.Equal(t, 10, documents())
@@ -119,4 +105,27 @@ func TestExtractionAndSearch(t *testing.T) {
 			return pending == 0
 		}, 10*time.Second, 50*time.Millisecond)
 	})
+}
+
+// storeUnextracted stores n messages in primary's INBOX the way a version
+// without extraction stored them: content, no metadata, no search
+// document, no passages. It returns their ids in order.
+func (b *syncBundle) storeUnextracted(t *testing.T, n int, raw func(i int) []byte) []uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
+	require.NoError(t, err)
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	binding, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	ids := make([]uuid.UUID, n)
+	for i := range n {
+		m := raw(i)
+		ids[i], err = mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
+			UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(m)), Raw: m, Availability: mailstore.Available})
+		require.NoError(t, err)
+	}
+	return ids
 }

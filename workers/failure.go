@@ -258,10 +258,21 @@ func recordRunFailure(deps Dependencies) func(context.Context, *rivertype.JobRow
 }
 
 // recordFolderFailure records a pass's or window's failure against its
-// folder and the account's current run, and moves the account's next run
-// to where the run backoff puts it: the failed run counts as the account
-// run's own failure would.
+// folder and the account's current run (recordUnitFailure).
 func recordFolderFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
+	return recordUnitFailure(deps, func(ctx context.Context, tx pgx.Tx, key, alias, identity string) (mailstore.AccountState, error) {
+		return mailstore.FailFolder(ctx, tx, key, alias, identity, deps.Now())
+	})
+}
+
+// recordUnitFailure returns the failure recorder of a unit of an account
+// run: in one transaction under the account's scheduling lock, record
+// writes the failure and returns the account's state, and the account's
+// next run moves to where the run backoff puts it — the failed unit counts
+// as the account run's own failure would, and nothing retries the unit on
+// a schedule of its own. An account with no run started has nothing to
+// postpone.
+func recordUnitFailure(deps Dependencies, record func(ctx context.Context, tx pgx.Tx, key, alias, identity string) (mailstore.AccountState, error)) func(context.Context, *rivertype.JobRow, string) error {
 	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
 		args, err := decodeUnitArgs(job)
 		if err != nil {
@@ -269,16 +280,16 @@ func recordFolderFailure(deps Dependencies) func(context.Context, *rivertype.Job
 		}
 		ctx = context.WithoutCancel(ctx)
 		key := config.AccountKey(args.AccountID)
-		cfg := deps.Config
+		s := deps.Config.Sync
 		return pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
 			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
 				return err
 			}
-			st, err := mailstore.FailFolder(ctx, tx, key, args.Alias, identity, deps.Now())
+			st, err := record(ctx, tx, key, args.Alias, identity)
 			if err != nil || st.RunStartedAt == nil {
 				return err
 			}
-			at := st.RunStartedAt.Add(RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, st.ConsecutiveFailures+1))
+			at := st.RunStartedAt.Add(RunBackoff(s.Interval, s.MaxFailureBackoff, st.ConsecutiveFailures+1))
 			_, err = jobqueue.PostponeAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, at)
 			return err
 		})

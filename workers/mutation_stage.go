@@ -115,33 +115,15 @@ func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger
 }
 
 // recordMutationFailure records a failed stage against the account's
-// current run and moves the account's next run to where the run backoff
-// puts it: nothing retries a stage on a schedule of its own.
+// current run (recordUnitFailure).
 func recordMutationFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
-	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
-		args, err := decodeUnitArgs(job)
-		if err != nil {
-			return err
+	return recordUnitFailure(deps, func(ctx context.Context, tx pgx.Tx, key, _, identity string) (mailstore.AccountState, error) {
+		if err := mailstore.FailRun(ctx, tx, key, identity, deps.Now()); err != nil {
+			return mailstore.AccountState{}, err
 		}
-		ctx = context.WithoutCancel(ctx)
-		key := config.AccountKey(args.AccountID)
-		cfg := deps.Config
-		return pgx.BeginFunc(ctx, deps.Pool, func(tx pgx.Tx) error {
-			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
-				return err
-			}
-			if err := mailstore.FailRun(ctx, tx, key, identity, deps.Now()); err != nil {
-				return err
-			}
-			st, found, err := mailstore.ReadAccountState(ctx, tx, key)
-			if err != nil || !found || st.RunStartedAt == nil {
-				return err
-			}
-			at := st.RunStartedAt.Add(RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, st.ConsecutiveFailures+1))
-			_, err = jobqueue.PostponeAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, at)
-			return err
-		})
-	}
+		st, _, err := mailstore.ReadAccountState(ctx, tx, key)
+		return st, err
+	})
 }
 
 // newMutationStages builds the process's write connections and the

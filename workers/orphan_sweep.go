@@ -29,9 +29,8 @@ const OrphanGrace = 2 * time.Second
 // maintenance leader runs it periodically (Maintain) for processes that
 // died while others went on.
 func SweepOrphans(ctx context.Context, deps Dependencies, logger *slog.Logger) error {
-	deps, err := deps.withDefaults()
-	if err != nil {
-		return err
+	if !deps.built {
+		return errNotBuilt
 	}
 	// One statement that owns no transaction: the database pipeline's to
 	// repeat when the database is briefly unreachable.

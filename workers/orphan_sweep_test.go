@@ -35,7 +35,9 @@ func TestSweepOrphansCoversEveryKind(t *testing.T) {
 			RETURNING id`, kind).Scan(&id))
 		ids[kind] = id
 	}
-	require.NoError(t, workers.SweepOrphans(ctx, workers.Dependencies{Pool: pool, Config: cfg}, logs.Logger()))
+	deps, err := workers.NewDependencies(workers.Dependencies{Pool: pool, Config: cfg})
+	require.NoError(t, err)
+	require.NoError(t, workers.SweepOrphans(ctx, deps, logs.Logger()))
 	for kind, id := range ids {
 		var state string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, id).Scan(&state))

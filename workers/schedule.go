@@ -63,9 +63,8 @@ func ScheduleConfiguredAccounts(ctx context.Context, deps Dependencies, client *
 	if !deps.Config.Sync.Enabled {
 		return 0, nil
 	}
-	deps, err := deps.withDefaults()
-	if err != nil {
-		return 0, err
+	if !deps.built {
+		return 0, errNotBuilt
 	}
 	due := 0
 	for _, a := range deps.Config.Accounts {

@@ -200,6 +200,8 @@ func (b *syncBundle) start(t *testing.T) {
 			queues[jobs.QueueEmbeddings] = b.embedWorkers
 		}
 	}
+	deps, err = workers.NewDependencies(deps)
+	require.NoError(t, err)
 	b.workerDeps = deps
 	failures, err := workers.Register(ws, deps)
 	require.NoError(t, err)

@@ -64,7 +64,8 @@ func BenchmarkVectorIndexBuild(b *testing.B) {
 		Profile: embedding.Profile{Model: "synthetic", Dimensions: dims}, Registry: pipelines})
 	require.NoError(b, err)
 	var log logBuffer
-	deps := workers.Dependencies{Pool: pool, Config: cfg, Resilience: pipelines, Embedder: embedder, Logger: jsonLogger(&log)}
+	deps, err := workers.NewDependencies(workers.Dependencies{Pool: pool, Config: cfg, Resilience: pipelines, Embedder: embedder, Logger: jsonLogger(&log)})
+	require.NoError(b, err)
 	ws := river.NewWorkers()
 	failures, err := workers.Register(ws, deps)
 	require.NoError(b, err)

@@ -56,6 +56,8 @@ func TestVectorIndexJobs(t *testing.T) {
 		require.NoError(t, err)
 		b.deps = workers.Dependencies{Pool: b.pool, Config: cfg, Resilience: pipelines, Embedder: embedder}
 		workers.WithIndexBatch(&b.deps, batch)
+		b.deps, err = workers.NewDependencies(b.deps)
+		require.NoError(t, err)
 		t.Cleanup(func() {
 			if b.stop != nil {
 				b.stop()

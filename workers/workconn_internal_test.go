@@ -33,7 +33,7 @@ func TestWorkConnectionOfAnAbandonedAttemptIsReleased(t *testing.T) {
 	reg, err := outbound.NewRegistry(budgets, nil, nil)
 	require.NoError(t, err)
 	attempts := 0
-	deps, err := Dependencies{Pool: pool, Config: cfg, Resilience: reg,
+	deps, err := NewDependencies(Dependencies{Pool: pool, Config: cfg, Resilience: reg,
 		acquireConn: func(ctx context.Context, pool *pgxpool.Pool, jobID int64) (*pgxpool.Conn, func(), error) {
 			attempts++
 			// Obtained whatever the attempt's context says, and only once
@@ -42,7 +42,7 @@ func TestWorkConnectionOfAnAbandonedAttemptIsReleased(t *testing.T) {
 			<-ctx.Done()
 			return conn, release, err
 		},
-	}.withDefaults()
+	})
 	require.NoError(t, err)
 
 	_, _, err = deps.acquireWorkConn(ctx, 42)

@@ -64,7 +64,9 @@ import (
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
-// Dependencies are what the workers are built from.
+// Dependencies are what the workers are built from. Fill in what the
+// deployment has and build them with NewDependencies, which fills the
+// rest; Register and the scheduling functions take only what it built.
 type Dependencies struct {
 	// Pool is the application database. Required.
 	Pool *pgxpool.Pool
@@ -148,6 +150,9 @@ type Dependencies struct {
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
 	acquireConn func(ctx context.Context, pool *pgxpool.Pool, jobID int64) (*pgxpool.Conn, func(), error)
+
+	// built is set by NewDependencies.
+	built bool
 }
 
 // endpointEnv is what mailendpoint needs to build an account's endpoint.
@@ -155,7 +160,14 @@ func (d Dependencies) endpointEnv() mailendpoint.Env {
 	return mailendpoint.Env{Mode: d.Config.SecretInterpretationMode, Resolver: d.Resolver, Registry: d.Resilience, Tokens: d.Tokens}
 }
 
-func (d Dependencies) withDefaults() (Dependencies, error) {
+// NewDependencies validates d once and fills what it leaves out with the
+// defaults each field documents: the pipelines and the token source are
+// built once here, for every worker and function that takes the result. A
+// Pool and a Config are required.
+func NewDependencies(d Dependencies) (Dependencies, error) {
+	if d.Pool == nil || d.Config == nil {
+		return d, errors.New("workers: a pool and a configuration are required")
+	}
 	d.Resolver = cmp.Or(d.Resolver, &secret.Resolver{})
 	d.Logger = cmp.Or(d.Logger, slog.New(slog.DiscardHandler))
 	if d.OpenSession == nil {
@@ -204,20 +216,24 @@ func (d Dependencies) withDefaults() (Dependencies, error) {
 		}
 		d.Tokens = tokens
 	}
+	d.built = true
 	return d, nil
 }
+
+// errNotBuilt is what a function taking Dependencies returns when they did
+// not come from NewDependencies.
+var errNotBuilt = errors.New("workers: the dependencies were not built with NewDependencies")
 
 // Register adds every MailFathom worker to ws and returns the failure
 // middleware the River client must install for all of them
 // (jobqueue.Config.Middleware): it is where their failures are
 // classified.
 func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware, error) {
-	if ws == nil || deps.Pool == nil || deps.Config == nil {
-		return nil, errors.New("workers: a registry, a pool and a configuration are required")
+	if ws == nil {
+		return nil, errors.New("workers: a worker registry is required")
 	}
-	deps, err := deps.withDefaults()
-	if err != nil {
-		return nil, err
+	if !deps.built {
+		return nil, errNotBuilt
 	}
 	// One set of write connections per process, shared by every worker.
 	writes, stages, err := newMutationStages(deps)

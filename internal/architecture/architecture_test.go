@@ -23,6 +23,7 @@ type pkg struct {
 	ImportPath string
 	Dir        string
 	GoFiles    []string
+	Imports    []string
 	Deps       []string
 }
 
@@ -52,36 +53,6 @@ func ours(deps []string) []string {
 		}
 	}
 	return out
-}
-
-// TestArrowsPointDown: the generic packages import nothing of MailFathom's,
-// and nothing below the adapters reads configuration.
-func TestArrowsPointDown(t *testing.T) {
-	t.Parallel()
-	all := packages(t)
-	for name, forbidden := range map[string][]string{
-		"internal/resilience":   {"*"},
-		"internal/failure":      {"*"},
-		"mimex":                 {"*"},
-		"jobs":                  {"imapx", "internal/mailstore", "internal/searchindex"},
-		"imapx":                 {"internal/config", "workers", "internal/mailstore"},
-		"internal/sasl":         {"internal/config", "imapx"},
-		"internal/mailstore":    {"internal/config", "imapx", "workers"},
-		"internal/forwardpass":  {"workers", "internal/service"},
-		"internal/backwardpass": {"workers", "internal/service"},
-		"internal/push":         {"workers", "internal/service"},
-	} {
-		p, ok := all[name]
-		require.True(t, ok, name)
-		deps := ours(p.Deps)
-		for _, f := range forbidden {
-			if f == "*" {
-				require.Empty(t, deps, "%s imports MailFathom packages", name)
-				continue
-			}
-			require.NotContains(t, deps, f, "%s imports %s", name, f)
-		}
-	}
 }
 
 // stores are the packages allowed to hold SQL.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/schema"
 )
 
@@ -279,16 +280,15 @@ func (p *serveProc) count(msg string, attrs ...string) int {
 // waitLog waits until the log has a record with msg.
 func (p *serveProc) waitLog(t testing.TB, msg string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for p.count(msg) == 0 {
+	poll.Until(t, timeout, fmt.Sprintf("%s logs %q", p.name, msg), func() (bool, string) {
+		if p.count(msg) > 0 {
+			return true, ""
+		}
 		if !p.running() {
 			t.Fatalf("%s exited before logging %q (%v):\n%s", p.name, msg, p.err, tailLines(p.rawLog(), 40))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not log %q within %v:\n%s", p.name, msg, timeout, tailLines(p.rawLog(), 40))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, "\n" + tailLines(p.rawLog(), 40)
+	})
 }
 
 func tailLines(s string, n int) string {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/nocopyuid"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // TestMutateFromTwoProcesses: two `mailfathom mutate` processes ask for the
@@ -72,16 +74,12 @@ func TestMutateFromTwoProcesses(t *testing.T) {
 	require.Equal(t, id0, id1, "both processes name the one change")
 	require.Equal(t, 1, strings.Count(outs[0]+outs[1], "already recorded"), "one recorded it, the other found it")
 
-	deadline := time.Now().Add(time.Minute)
-	for {
+	poll.Until(t, time.Minute, "the mutation completes", func() (bool, string) {
 		var state string
 		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM mailbox_mutations WHERE id = $1`, id0).Scan(&state))
-		if state == "Completed" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline) && p.running(), "the mutation did not complete: %s; log:\n%s", state, tailLines(p.rawLog(), 40))
-		time.Sleep(100 * time.Millisecond)
-	}
+		require.True(t, p.running(), "serve exited; log:\n%s", tailLines(p.rawLog(), 40))
+		return state == "Completed", state + "; log:\n" + tailLines(p.rawLog(), 40)
+	})
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM mailbox_mutations`).Scan(&n))
 	require.Equal(t, 1, n)
@@ -168,15 +166,11 @@ func TestRelocationSurvivesSIGKILL(t *testing.T) {
 	_, err = b.pool.Exec(context.Background(),
 		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
 	require.NoError(t, err)
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
+	poll.Until(t, 2*time.Minute, "completed after the restart", func() (bool, string) {
 		_, state := stage()
-		if state == "Completed" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline) && p.running(), "not completed after the restart (%s); log:\n%s", state, tailLines(p.rawLog(), 40))
-		time.Sleep(100 * time.Millisecond)
-	}
+		require.True(t, p.running(), "serve exited; log:\n%s", tailLines(p.rawLog(), 40))
+		return state == "Completed", state + "; log:\n" + tailLines(p.rawLog(), 40)
+	})
 	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
 	require.Contains(t, user.UIDs("INBOX"), owners)
 	require.Len(t, user.UIDs("Filed"), 1, "in the destination exactly once")
@@ -259,11 +253,11 @@ func TestRelocationWithoutUIDPlus(t *testing.T) {
 	// destination, and the source gone.
 	_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
 	require.NoError(t, err)
-	deadline := time.Now().Add(time.Minute)
-	for copies := served(); !slices.Equal(copies, []string{"FILED"}); copies = served() {
-		require.True(t, time.Now().Before(deadline) && p.running(), "served copies %v; log:\n%s", copies, tailLines(p.rawLog(), 40))
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, time.Minute, "only the destination's copy is served", func() (bool, string) {
+		copies := served()
+		require.True(t, p.running(), "serve exited; log:\n%s", tailLines(p.rawLog(), 40))
+		return slices.Equal(copies, []string{"FILED"}), fmt.Sprintf("%v; log:\n%s", copies, tailLines(p.rawLog(), 40))
+	})
 
 	got := mcpCall[struct {
 		State   string `json:"state"`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // quietWindow is how long TestPushQuietWindow watches a quiet account: 45 s
@@ -53,13 +54,11 @@ func TestPushQuietWindow(t *testing.T) {
 		u.Append("Archive", mailgen.Message(8, i, 2000), time.Time{})
 	}
 	p := b.start(t, "serve")
-	deadline := time.Now().Add(time.Minute)
-	for len(b.stored(t, "pushed", "inbox")) < 10 || len(b.stored(t, "pushed", "archive")) < 10 ||
-		p.count("folder is now synchronized in push mode") < 2 || b.unfinishedUnits(t) > 0 {
-		require.True(t, time.Now().Before(deadline), "the first sync did not finish with both folders watched:\n%s\n%s",
-			b.describeJobs(t), tailLines(p.rawLog(), 30))
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, time.Minute, "the first sync finishes with both folders watched", func() (bool, string) {
+		done := len(b.stored(t, "pushed", "inbox")) >= 10 && len(b.stored(t, "pushed", "archive")) >= 10 &&
+			p.count("folder is now synchronized in push mode") >= 2 && b.unfinishedUnits(t) == 0
+		return done, "\n" + b.describeJobs(t) + "\n" + tailLines(p.rawLog(), 30)
+	})
 
 	window := quietWindow(t)
 	logins := func() int { return strings.Count(b.server.Log(), loginLine+u.Name()+">") }
@@ -95,10 +94,9 @@ func TestPushQuietWindow(t *testing.T) {
 
 	start := time.Now()
 	u.Append("Archive", mailgen.Message(9, 1, 2000), time.Time{})
-	for len(b.stored(t, "pushed", "archive")) < 11 {
-		require.Less(t, time.Since(start), 5*time.Second, "a delivery after the quiet window was not stored in time:\n%s", tailLines(p.rawLog(), 30))
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "a delivery after the quiet window is stored", func() (bool, string) {
+		return len(b.stored(t, "pushed", "archive")) >= 11, "\n" + tailLines(p.rawLog(), 30)
+	})
 	t.Logf("a delivery after the quiet window was stored %v after it was made", time.Since(start))
 	p.stop(t)
 }

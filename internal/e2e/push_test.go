@@ -15,6 +15,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // pushStoredBound is how long a delivery into a watched folder may take to
@@ -45,10 +46,10 @@ func (b *testBundle) deliverAndWait(t testing.TB, u *dovecot.User, folder, alias
 	t.Helper()
 	start := time.Now()
 	u.Append(folder, mailgen.Message(91, i, 3000), time.Time{})
-	for len(b.stored(t, "pushed", alias)) < want {
-		require.Less(t, time.Since(start), pushStoredBound, "delivery %d into %s was not stored in time", i, folder)
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, pushStoredBound, fmt.Sprintf("delivery %d into %s is stored", i, folder), func() (bool, string) {
+		n := len(b.stored(t, "pushed", alias))
+		return n >= want, fmt.Sprintf("%d stored", n)
+	})
 	return time.Since(start)
 }
 
@@ -86,11 +87,9 @@ func TestPushFailoverBetweenReplicas(t *testing.T) {
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
-	deadline := time.Now().Add(pushStoredBound)
-	for p1.count(subscribed)+p2.count(subscribed) == 0 {
-		require.True(t, time.Now().Before(deadline), "no subscription:\n%s\n%s", tailLines(p1.rawLog(), 20), tailLines(p2.rawLog(), 20))
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, pushStoredBound, "a replica subscribes", func() (bool, string) {
+		return p1.count(subscribed)+p2.count(subscribed) > 0, "\n" + tailLines(p1.rawLog(), 20) + "\n" + tailLines(p2.rawLog(), 20)
+	})
 	holder, other := p1, p2
 	if p2.count(subscribed) > 0 {
 		holder, other = p2, p1
@@ -100,10 +99,9 @@ func TestPushFailoverBetweenReplicas(t *testing.T) {
 
 	holder.kill(t)
 	killed := time.Now()
-	for other.count(subscribed) == 0 {
-		require.Less(t, time.Since(killed), 60*time.Second, "%s did not take the watch over:\n%s", other.name, tailLines(other.rawLog(), 40))
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, time.Minute, other.name+" takes the watch over", func() (bool, string) {
+		return other.count(subscribed) > 0, "\n" + tailLines(other.rawLog(), 40)
+	})
 	failover := time.Since(killed)
 	after := b.deliverAndWait(t, u, "Archive", "archive", 2, 1)
 	t.Logf("failover: %s subscribed %v after %s was killed; the next delivery was stored %v after it was made", other.name, failover, holder.name, after)

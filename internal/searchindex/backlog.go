@@ -101,7 +101,7 @@ type FolderBacklog struct {
 // profile that is not recorded yet has no backlog: every message with
 // passages awaits it (AwaitingWithoutProfile).
 func AwaitingVectorsByFolder(ctx context.Context, q Querier, profile int16) ([]FolderBacklog, error) {
-	rows, err := q.Query(ctx, `
+	return folderBacklog(ctx, q, `
 		SELECT a.account_key, f.alias, count(*)
 		FROM vector_backlog b
 		JOIN served_stored_emails e ON e.id = b.stored_email_id
@@ -110,14 +110,6 @@ func AwaitingVectorsByFolder(ctx context.Context, q Querier, profile int16) ([]F
 		WHERE b.profile_id = $1
 		GROUP BY a.account_key, f.alias
 		ORDER BY a.account_key, f.alias`, profile)
-	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FolderBacklog])
-	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
-	}
-	return out, nil
 }
 
 // AwaitingWithoutProfile is AwaitingVectorsByFolder for a profile not
@@ -125,7 +117,7 @@ func AwaitingVectorsByFolder(ctx context.Context, q Querier, profile int16) ([]F
 // with passages awaits. It reads the passages, so it is for the moments
 // before a profile's first embedding, not for every status request.
 func AwaitingWithoutProfile(ctx context.Context, q Querier) ([]FolderBacklog, error) {
-	rows, err := q.Query(ctx, `
+	return folderBacklog(ctx, q, `
 		SELECT a.account_key, f.alias, count(*)
 		FROM served_stored_emails e
 		JOIN mail_folders f ON f.id = e.mail_folder_id
@@ -133,12 +125,17 @@ func AwaitingWithoutProfile(ctx context.Context, q Querier) ([]FolderBacklog, er
 		WHERE EXISTS (SELECT 1 FROM email_passages p WHERE p.stored_email_id = e.id)
 		GROUP BY a.account_key, f.alias
 		ORDER BY a.account_key, f.alias`)
+}
+
+// folderBacklog runs a count by account and alias.
+func folderBacklog(ctx context.Context, q Querier, sql string, args ...any) ([]FolderBacklog, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting a profile: %w", err)
+		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[FolderBacklog])
 	if err != nil {
-		return nil, fmt.Errorf("searchindex: count emails awaiting a profile: %w", err)
+		return nil, fmt.Errorf("searchindex: count emails awaiting vectors by folder: %w", err)
 	}
 	return out, nil
 }

@@ -54,6 +54,12 @@ func TestVectorBacklog(t *testing.T) {
 		b.folder = binding.ID
 		return b
 	}
+	ensureProfile := func(t *testing.T, b *testBundle) {
+		t.Helper()
+		var err error
+		b.profile, err = searchindex.EnsureProfile(b.ctx, b.pool, "test-model", dims)
+		require.NoError(t, err)
+	}
 	embed := func(t *testing.T, b *testBundle, ids ...uuid.UUID) {
 		t.Helper()
 		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, b.profile, ids)
@@ -90,9 +96,7 @@ func TestVectorBacklog(t *testing.T) {
 		b := setup(t)
 		crane := store(t, b, b.pool, 1, "Harbour crane inspection", "The inspectors examined the cranes.")
 		lunch := store(t, b, b.pool, 2, "Lunch on Friday", "Shall we have lunch at the noodle place?")
-		var err error
-		b.profile, err = searchindex.EnsureProfile(b.ctx, b.pool, "test-model", dims)
-		require.NoError(t, err)
+		ensureProfile(t, b)
 		require.EqualValues(t, 2, awaiting(t, b), "a new profile owes every message stored before it")
 
 		embed(t, b, crane)
@@ -110,7 +114,7 @@ func TestVectorBacklog(t *testing.T) {
 		require.EqualValues(t, 1, awaiting(t, b))
 
 		// A message that is no longer served is not counted.
-		_, err = b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, lunch)
+		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, lunch)
 		require.NoError(t, err)
 		require.EqualValues(t, 0, awaiting(t, b))
 	})
@@ -118,15 +122,13 @@ func TestVectorBacklog(t *testing.T) {
 	t.Run("SettlingNeverRacesAWriter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var err error
-		b.profile, err = searchindex.EnsureProfile(b.ctx, b.pool, "test-model", dims)
-		require.NoError(t, err)
+		ensureProfile(t, b)
 		crane := store(t, b, b.pool, 1, "Harbour crane inspection", "The inspectors examined the cranes.")
 		embed(t, b, crane)
 		require.EqualValues(t, 0, awaiting(t, b))
 		// As between an embed job's storing of the vectors and its
 		// settling: embedded, still in the backlog.
-		_, err = b.pool.Exec(b.ctx, `INSERT INTO vector_backlog (profile_id, stored_email_id) VALUES ($1, $2)`, b.profile, crane)
+		_, err := b.pool.Exec(b.ctx, `INSERT INTO vector_backlog (profile_id, stored_email_id) VALUES ($1, $2)`, b.profile, crane)
 		require.NoError(t, err)
 
 		// A writer gives the message new text and has not committed; an
@@ -154,9 +156,7 @@ func TestVectorBacklog(t *testing.T) {
 	t.Run("AMessageAlreadySettledIsOwedAgainWhenItChanges", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var err error
-		b.profile, err = searchindex.EnsureProfile(b.ctx, b.pool, "test-model", dims)
-		require.NoError(t, err)
+		ensureProfile(t, b)
 		crane := store(t, b, b.pool, 1, "Harbour crane inspection", "The inspectors examined the cranes.")
 		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, b.profile, []uuid.UUID{crane})
 		require.NoError(t, err)
@@ -177,13 +177,11 @@ func TestVectorBacklog(t *testing.T) {
 	t.Run("TheWalkAddsWhatTheBacklogMissed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var err error
-		b.profile, err = searchindex.EnsureProfile(b.ctx, b.pool, "test-model", dims)
-		require.NoError(t, err)
+		ensureProfile(t, b)
 		crane := store(t, b, b.pool, 1, "Harbour crane inspection", "The inspectors examined the cranes.")
 		// As when its passages were written while the profile was being
 		// created: owed, but not in the backlog.
-		_, err = b.pool.Exec(b.ctx, `DELETE FROM vector_backlog WHERE stored_email_id = $1`, crane)
+		_, err := b.pool.Exec(b.ctx, `DELETE FROM vector_backlog WHERE stored_email_id = $1`, crane)
 		require.NoError(t, err)
 		require.EqualValues(t, 0, awaiting(t, b))
 		ids, err := searchindex.EmailsAwaitingVectors(b.ctx, b.pool, b.profile, uuid.Nil, 10)

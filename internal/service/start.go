@@ -155,6 +155,9 @@ func (r *running) buildWorkers(context.Context) error {
 			return err
 		}
 	}
+	if r.deps, err = workers.NewDependencies(r.deps); err != nil {
+		return err
+	}
 	r.ws = river.NewWorkers()
 	r.failures, err = workers.Register(r.ws, r.deps)
 	return err

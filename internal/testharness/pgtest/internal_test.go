@@ -29,14 +29,6 @@ func TestIdentifier(t *testing.T) {
 	require.NotEqual(t, a, b)
 }
 
-// TestStartDuration reports how long this binary's cluster took to start
-// (the first call of the binary pays it; see also BenchmarkClusterStart).
-func TestStartDuration(t *testing.T) {
-	t.Parallel()
-	s := get(t)
-	t.Logf("cluster start (sysdeps check, reap, seed, copy, pg_ctl start, admin pool): %v", s.took)
-}
-
 func TestFailingTemplateBuildIsReportedAndCleanedUp(t *testing.T) {
 	t.Parallel()
 	s := get(t)

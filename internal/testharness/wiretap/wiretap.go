@@ -29,6 +29,8 @@ type Recorder struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
 	conns []*bytes.Buffer // each connection's bytes, in dial order
+	// continuations counts the lines servers began with "+".
+	continuations int
 }
 
 // Dial returns a dial function (imapx.Endpoint.Dial) that connects to
@@ -47,7 +49,7 @@ func (r *Recorder) Dial(target string) func(ctx context.Context, network, addr s
 		r.mu.Lock()
 		r.conns = append(r.conns, own)
 		r.mu.Unlock()
-		return &recordingConn{Conn: c, r: r, own: own, rc: &compressWatch{}}, nil
+		return &recordingConn{Conn: c, r: r, own: own, rc: &compressWatch{}, lineStart: true}, nil
 	}
 }
 
@@ -71,12 +73,26 @@ func (r *Recorder) Conns() [][]string {
 	return out
 }
 
+// Continuations counts the continuation requests (RFC 9051 §7.5) the
+// servers of every connection dialed have sent: the lines they began with
+// "+", such as IDLE's "+ idling". A test waits for one instead of sleeping
+// while a command gets under way. It reads what the server sends as it
+// arrives, so on a connection whose server compresses, or whose answers
+// carry literals with lines that begin with "+", it counts those too; the
+// sessions that wait with IDLE have neither.
+func (r *Recorder) Continuations() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.continuations
+}
+
 // Reset forgets everything recorded, and the connections dialed so far.
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.buf.Reset()
 	r.conns = nil
+	r.continuations = 0
 }
 
 // Lines returns the recorded lines (commands with their tags, literals and
@@ -98,6 +114,8 @@ type recordingConn struct {
 	r   *Recorder
 	own *bytes.Buffer
 	rc  *compressWatch
+	// lineStart reports whether the next byte read begins a server line.
+	lineStart bool
 }
 
 func (c *recordingConn) Write(p []byte) (int, error) {
@@ -121,8 +139,25 @@ func (c *recordingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.rc.received(p[:n], c.record)
+		c.countContinuations(p[:n])
 	}
 	return n, err
+}
+
+// countContinuations counts the server lines of p that begin with "+".
+func (c *recordingConn) countContinuations(p []byte) {
+	n := 0
+	for _, b := range p {
+		if c.lineStart && b == '+' {
+			n++
+		}
+		c.lineStart = b == '\n'
+	}
+	if n > 0 {
+		c.r.mu.Lock()
+		c.r.continuations += n
+		c.r.mu.Unlock()
+	}
 }
 
 func (c *recordingConn) Close() error {
