@@ -110,3 +110,41 @@ func TestServerIdentityLabels(t *testing.T) {
 	require.Zero(t, rows)
 	require.Zero(t, contents)
 }
+
+// TestListEmailsByLabel: a listing narrowed to a label keeps the emails
+// carrying it, without regard to case; an email without labels (a server
+// that has none) is kept by no label.
+func TestListEmailsByLabel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	pool := dbtest.Pool(t)
+	accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	all, _, _, err := mailstore.CommitBinding(ctx, tx, accountID, "ALL", "ALL", "/")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	labelled, err := mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: all.ID,
+		UIDValidity: 7, UID: 1, Size: 9, Raw: []byte("x: y\r\n\r\nz"), Availability: mailstore.Available,
+		ServerEmailID: "x-gm-msgid:11", Labels: []string{`\Inbox`, "Work"}})
+	require.NoError(t, err)
+	_, err = mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: all.ID,
+		UIDValidity: 7, UID: 2, Size: 9, Raw: []byte("x: y\r\n\r\nz"), Availability: mailstore.Available})
+	require.NoError(t, err)
+
+	list := func(label string) []uuid.UUID {
+		got, err := mailstore.ListEmails(ctx, pool, mailstore.EmailFilter{Accounts: []string{"primary"}, Label: label}, nil, 10)
+		require.NoError(t, err)
+		ids := make([]uuid.UUID, len(got))
+		for i, e := range got {
+			ids[i] = e.ID
+		}
+		return ids
+	}
+	require.Len(t, list(""), 2)
+	require.Equal(t, []uuid.UUID{labelled}, list("work"))
+	require.Equal(t, []uuid.UUID{labelled}, list(`\INBOX`))
+	require.Empty(t, list("Travel"))
+}

@@ -38,6 +38,11 @@ type EmailFilter struct {
 	// the server, lack (Unread true) or carry \Seen, and carry (Flagged
 	// true) or lack \Flagged.
 	Unread, Flagged *bool
+	// Label keeps messages that carry it among the server's labels as last
+	// observed (Gmail's X-GM-LABELS: `\Inbox`, `\Important`, a user label),
+	// without regard to case, as Gmail compares them. A server without
+	// labels admits nothing by it.
+	Label string
 }
 
 // EmailCursor is the position after the last message of a page: listings
@@ -141,6 +146,9 @@ func (f EmailFilter) where() (string, []any) {
 	}
 	if f.Flagged != nil {
 		conds = append(conds, `EXISTS (SELECT 1 FROM unnest(e.remote_flags) fl WHERE lower(fl) = '\flagged') = `+arg(*f.Flagged))
+	}
+	if f.Label != "" {
+		conds = append(conds, `EXISTS (SELECT 1 FROM unnest(e.remote_labels) l WHERE lower(l) = lower(`+arg(f.Label)+`))`)
 	}
 	return strings.Join(conds, "\n\t\t  AND "), args
 }
