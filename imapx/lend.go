@@ -24,6 +24,10 @@ import (
 // since. A command's tagged completion reaches its caller before go-imap
 // has read that response's line ending, so lending at once could hand the
 // line ending, and go-imap's place in the stream, to the wire layer.
+// (What the gate cannot see is go-imap's own buffer: a response the server
+// sent unasked right behind a command's completion, and that go-imap had
+// read only in part, would be cut. Servers send such updates while a
+// command runs, and a read session lends only between its commands.)
 //
 // It does not interrupt go-imap's pending read (a deadline would break a
 // compressed stream's inflater): that read goes on, and whatever it
