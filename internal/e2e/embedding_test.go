@@ -39,8 +39,8 @@ func (b *testBundle) withEmbedding(t testing.TB, opts embedtest.Options) *embedt
 	return srv
 }
 
-// awaitingVectors counts the served messages with a passage that has no
-// vector under model.
+// awaitingVectors counts the served messages with a passage that has
+// neither a vector nor a recorded refusal under model.
 func (b *testBundle) awaitingVectors(t testing.TB, model string) int {
 	t.Helper()
 	var n int
