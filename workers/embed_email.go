@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,18 +20,29 @@ import (
 )
 
 // EmbedEmailWorker embeds the passages of the messages a job names that
-// have no vector under the active profile, and stores the vectors. The
+// await a vector under the active profile, and stores the vectors. The
 // provider is called outside any transaction, under the
 // AiProviderInvocation pipeline; a provider failure fails this job only
-// (River repeats it on its own schedule), never a synchronization.
+// (River repeats it on its own schedule), never a synchronization. An
+// answer naming another model than the one the profile's vectors are of
+// fails the job for good (EmbeddingModelChanged) with none of its vectors
+// written (profileCache.answered).
+//
+// A passage the provider refuses for good (embedding.Client.EmbedEach
+// isolates it) fails neither the job nor the passages sent with it: its
+// refusal is recorded with the provider's status under the profile, every
+// other passage gets its vector, and the refused one no longer awaits —
+// no walk of the embedding backfill offers it again until its text
+// changes.
 type EmbedEmailWorker struct {
 	river.WorkerDefaults[jobs.EmbedEmail]
 	deps Dependencies
 }
 
 // Timeout implements river.Worker: a job of BATCH_SIZE messages makes up
-// to BATCH_SIZE × 33 / 64 requests one after another, each bounded by the
-// pipeline's total timeout.
+// to BATCH_SIZE × 33 / 64 requests one after another, and at most 12 more
+// per passage the provider refuses, each bounded by the pipeline's total
+// timeout.
 func (w *EmbedEmailWorker) Timeout(*river.Job[jobs.EmbedEmail]) time.Duration {
 	return 30 * time.Minute
 }
@@ -82,29 +94,68 @@ func (w *EmbedEmailWorker) Work(ctx context.Context, job *river.Job[jobs.EmbedEm
 		texts[i] = p.Text
 	}
 	start := w.deps.Now()
-	vectors, err := w.deps.Embedder.Embed(ctx, texts)
+	vectors, refusals, answered, err := w.deps.Embedder.EmbedEach(ctx, texts)
 	if err != nil {
 		// River repeats this job a bounded number of times; a walk of the
 		// embedding backfill is what offers these messages again should the
 		// provider stay down longer than that.
 		if serr := pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
-			return w.deps.ensureEmbeddingBackfill(ctx, tx, river.ClientFromContext[pgx.Tx](ctx))
+			return w.deps.offer(river.ClientFromContext[pgx.Tx](ctx), logger).EnsureBackfill(ctx, tx)
 		}); serr != nil {
 			logger.WarnContext(ctx, "the embedding backfill could not be scheduled", slog.String("error", serr.Error()))
 		}
 		return fmt.Errorf("embed %d passages: %w", len(texts), err)
 	}
-	pvs := make([]searchindex.PassageVector, len(pending))
+	if err := w.deps.profile.answered(ctx, w.deps, logger, profile, answered); err != nil {
+		// None of the answer's vectors is written, and none of its
+		// refusals recorded: they are another model's. The failure is
+		// terminal (the provider answers that model until it is
+		// reconfigured), so no backfill is scheduled.
+		return fmt.Errorf("embed %d passages: %w", len(texts), err)
+	}
+	pvs := make([]searchindex.PassageVector, 0, len(pending))
 	for i, p := range pending {
-		pvs[i] = searchindex.PassageVector{Passage: p, Vector: vectors[i]}
+		if vectors[i] != nil {
+			pvs = append(pvs, searchindex.PassageVector{Passage: p, Vector: vectors[i]})
+		}
 	}
 	n, err := w.deps.vectorIndex.WriteVectors(ctx, w.deps.Pool, profile, pvs)
 	if err != nil {
 		return err
 	}
 	w.deps.EmbeddingMetrics.Embedded(n)
+	if err := w.recordRefusals(ctx, logger, profile, pending, refusals); err != nil {
+		return err
+	}
 	logger.DebugContext(ctx, "passages embedded", slog.Int("messages", len(job.Args.EmailIDs)),
-		slog.Int("passages", len(pending)), slog.Int("stored", n), slog.Duration("duration", w.deps.Now().Sub(start)))
+		slog.Int("passages", len(pending)), slog.Int("stored", n), slog.Int("refused", len(refusals)),
+		slog.Duration("duration", w.deps.Now().Sub(start)))
+	return nil
+}
+
+// recordRefusals records the passages the provider refused, so they no
+// longer await a vector, and says so once per job: how many and with which
+// statuses, never which text. A job that fails here is repeated, and asks
+// the provider about the refused passages only.
+func (w *EmbedEmailWorker) recordRefusals(ctx context.Context, logger *slog.Logger, profile int16, pending []searchindex.PendingPassage, refusals []embedding.Refusal) error {
+	if len(refusals) == 0 {
+		return nil
+	}
+	rs := make([]searchindex.PassageRefusal, len(refusals))
+	var statuses []int
+	for i, r := range refusals {
+		rs[i] = searchindex.PassageRefusal{Passage: pending[r.Index], Status: r.Status}
+		if !slices.Contains(statuses, r.Status) {
+			statuses = append(statuses, r.Status)
+		}
+	}
+	n, err := searchindex.RecordRefusals(ctx, w.deps.Pool, profile, rs)
+	if err != nil {
+		return err
+	}
+	logger.WarnContext(ctx, "the embedding provider refused passages; they are recorded as refused and not offered again until their text changes",
+		slog.Int("refused", len(refusals)), slog.Int("recorded", n), slog.Any("statuses", statuses),
+		slog.String("failure", embedding.FailureInputRefused))
 	return nil
 }
 
@@ -123,10 +174,13 @@ func withNothingPending(ids []uuid.UUID, pending []searchindex.PendingPassage) [
 	return out
 }
 
-// profileCache holds the active profile's id once it is recorded.
+// profileCache holds the active profile's id once it is recorded, and the
+// model its vectors are of once an answer named one (that record never
+// changes, so caching it is safe).
 type profileCache struct {
-	mu sync.Mutex
-	v  int16
+	mu    sync.Mutex
+	v     int16
+	model string
 }
 
 // id returns the active profile's id, recording the profile on first use.
@@ -145,64 +199,53 @@ func (c *profileCache) id(ctx context.Context, d Dependencies) (int16, error) {
 	return id, nil
 }
 
-// embedJobs cuts ids into embed jobs of at most batch messages each.
-func embedJobs(ids []uuid.UUID, batch int) []river.InsertManyParams {
-	var out []river.InsertManyParams
-	for len(ids) > 0 {
-		n := min(len(ids), batch)
-		out = append(out, river.InsertManyParams{Args: jobs.EmbedEmail{EmailIDs: append([]uuid.UUID(nil), ids[:n]...)}})
-		ids = ids[n:]
+// answered checks the model an answer names (model, "" for none) against
+// the one the profile's vectors are of, recording it on the first answer
+// that names one, and returns a *embedding.ModelChangedError when it is
+// another (embedding.SameModel). An answer that names no model is
+// accepted: there is nothing to compare. The first recorded model is not
+// compared with the configured name: providers that echo the requested
+// name (Ollama, vLLM, llama.cpp's server) answer it whatever they serve,
+// and those that answer what they serve (text-embeddings-inference's model
+// id, Azure's model behind a deployment name, OpenAI's versioned names)
+// differ from it by design, so a difference is no evidence of mixed
+// vectors; it is logged once, and the profile's vectors are that model's
+// from then on.
+func (c *profileCache) answered(ctx context.Context, d Dependencies, logger *slog.Logger, profile int16, model string) error {
+	if model == "" {
+		return nil
 	}
-	return out
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.model == "" {
+		recorded, err := searchindex.RecordAnsweredModel(ctx, d.Pool, profile, model)
+		if err != nil {
+			return err
+		}
+		c.model = recorded
+		if configured := d.Embedder.Profile().Model; recorded == model && !embedding.SameModel(configured, model) {
+			logger.InfoContext(ctx, "the embedding provider answers another model name than the one configured; the profile's vectors are recorded as that model's",
+				slog.String("configured_model", configured), slog.String("answered_model", model))
+		}
+	}
+	if !embedding.SameModel(c.model, model) {
+		return &embedding.ModelChangedError{Recorded: c.model, Answered: model}
+	}
+	return nil
 }
 
-// embeddingOffer returns the folder pass's offer (forwardpass.Limits.Offer),
-// or nil without an embedding profile. In the write group's own
-// transaction it counts the backlog — the embed jobs waiting to run and
-// those waiting for a retry or running, since a provider that fails
-// leaves its jobs retrying rather than queued: one bounded count — and
-// inserts the group's embed jobs while it holds fewer than MAX_BACKLOG; a full backlog refuses the offer at once, counts it, and
-// makes sure an embedding backfill is coming to offer the messages later
-// (without waiting for a scheduling lock another transaction holds: that
-// one is scheduling it).
+// embeddingOffer returns the offer a write group makes of what it stored
+// (embedding.Offer), or nil without an embedding profile.
 func (d Dependencies) embeddingOffer(client *river.Client[pgx.Tx], logger *slog.Logger) func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
 	if d.Embedder == nil || client == nil {
 		return nil
 	}
-	cfg := d.Config.Embedding
-	return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
-		backlog, err := jobqueue.OutstandingJobs(ctx, tx, jobs.EmbedEmail{}.Kind(), cfg.MaxBacklog)
-		if err != nil {
-			return err
-		}
-		if backlog >= cfg.MaxBacklog {
-			d.EmbeddingMetrics.Offered(embedding.OfferRefused, len(ids))
-			logger.DebugContext(ctx, "embedding backlog full; offer refused", slog.Int("messages", len(ids)))
-			return d.ensureEmbeddingBackfill(ctx, tx, client)
-		}
-		if _, err := client.InsertManyTx(ctx, tx, embedJobs(ids, cfg.BatchSize)); err != nil {
-			return fmt.Errorf("offer for embedding: %w", err)
-		}
-		d.EmbeddingMetrics.Offered(embedding.OfferAccepted, len(ids))
-		return nil
-	}
+	return d.offer(client, logger).Make
 }
 
-// ensureEmbeddingBackfill makes sure, in tx, that an embedding backfill
-// walk is coming: when none is waiting to run it schedules one after the
-// backfill interval. A step that is running does not count: it may have
-// read which messages await vectors before tx commits, and end its walk
-// without them. It never waits for the scheduling lock: a transaction
-// holding it is scheduling a walk that runs after tx has committed.
-func (d Dependencies) ensureEmbeddingBackfill(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx]) error {
-	locked, err := jobqueue.TryLockScheduling(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, "")
-	if err != nil || !locked {
-		return err
-	}
-	waiting, err := jobqueue.Waiting(ctx, tx, jobs.EmbeddingBackfill{}.Kind())
-	if err != nil || waiting {
-		return err
-	}
-	_, err = client.InsertTx(ctx, tx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: d.Now().Add(d.Config.Backfill.Interval)})
-	return err
+// offer is the process's embedding offer over client.
+func (d Dependencies) offer(client *river.Client[pgx.Tx], logger *slog.Logger) embedding.Offer {
+	cfg := d.Config
+	return embedding.Offer{Client: client, MaxBacklog: cfg.Embedding.MaxBacklog, BatchSize: cfg.Embedding.BatchSize,
+		BackfillInterval: cfg.Backfill.Interval, Now: d.Now, Metrics: d.EmbeddingMetrics, Logger: logger}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -84,7 +85,7 @@ func (w *EmbeddingBackfillWorker) Work(ctx context.Context, job *river.Job[jobs.
 			return err
 		}
 		if len(ids) > 0 {
-			if _, err := client.InsertManyTx(ctx, tx, embedJobs(ids, cfg.BatchSize)); err != nil {
+			if _, err := client.InsertManyTx(ctx, tx, embedding.Jobs(ids, cfg.BatchSize)); err != nil {
 				return fmt.Errorf("embedding backfill: offer: %w", err)
 			}
 		}

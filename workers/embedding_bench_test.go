@@ -2,7 +2,6 @@ package workers_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -32,13 +31,21 @@ import (
 // messages, passages and jobs per second, from the first job's insertion
 // to the last vector stored. The provider answers at once, so the figures
 // are MailFathom's own cost (reading passages, the HTTP round trip,
-// storing vectors), the ceiling a real model's latency divides.
+// storing vectors), the ceiling a real model's latency divides. The
+// refused variant has the provider refuse one passage of every hundredth
+// message, which the jobs isolate by halving their requests: requests/job
+// is what that costs.
 //
 //	go test ./workers/ -run XX -bench EmbedThroughput -benchtime 1x
 func BenchmarkEmbedThroughput(b *testing.B) {
 	const messages, dims = 600, 384
-	for _, batch := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	for _, c := range []struct {
+		name         string
+		batch        int
+		refusedEvery int // 0: none refused
+	}{{"batch=1", 1, 0}, {"batch=16", 16, 0}, {"batch=64", 64, 0}, {"batch=16/refused=1%", 16, 100}} {
+		batch := c.batch
+		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			pool := dbtest.Pool(b)
 			accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
@@ -50,6 +57,9 @@ func BenchmarkEmbedThroughput(b *testing.B) {
 			ids := make([]uuid.UUID, messages)
 			for i := range ids {
 				raw := mailgen.Message(31, i, 4000)
+				if c.refusedEvery > 0 && i%c.refusedEvery == 0 {
+					raw = append(raw, []byte(" "+benchRefusalMarker+"\r\n")...)
+				}
 				rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
 				ids[i], err = searchindex.WriteOccurrence(ctx, tx, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
 					UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw}, &rec)
@@ -57,9 +67,13 @@ func BenchmarkEmbedThroughput(b *testing.B) {
 			}
 			require.NoError(b, tx.Commit(ctx))
 			var passages int
-			require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM email_passages`).Scan(&passages))
+			var refused int
+			require.NoError(b, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE strpos(text, $1) > 0) FROM email_passages`,
+				benchRefusalMarker).Scan(&passages, &refused))
+			require.Equal(b, c.refusedEvery > 0, refused > 0)
 
 			provider := embedtest.Start(b, embedtest.Options{Dimensions: dims})
+			provider.SetRefusal(embedtest.Refusal{Marker: benchRefusalMarker, Status: 413})
 			cfg, err := config.Load([]string{
 				"MAILFATHOM_EMBEDDING_PROVIDER_URL=" + provider.URL,
 				"MAILFATHOM_EMBEDDING_MODEL=test-model",
@@ -91,14 +105,16 @@ func BenchmarkEmbedThroughput(b *testing.B) {
 				ids = ids[n:]
 			}
 			var elapsed time.Duration
+			rounds := 0
 			for b.Loop() {
+				rounds++
 				start := time.Now()
 				_, err := client.InsertMany(ctx, params)
 				require.NoError(b, err)
 				for {
 					var stored int
 					require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM passage_vectors`).Scan(&stored))
-					if stored == passages {
+					if stored == passages-refused {
 						break
 					}
 					require.Less(b, time.Since(start), 5*time.Minute)
@@ -110,6 +126,10 @@ func BenchmarkEmbedThroughput(b *testing.B) {
 			b.ReportMetric(float64(messages)/secs, "msgs/s")
 			b.ReportMetric(float64(passages)/secs, "passages/s")
 			b.ReportMetric(float64(len(params))/secs, "jobs/s")
+			b.ReportMetric(float64(provider.Requests())/float64(rounds*len(params)), "requests/job")
 		})
 	}
 }
+
+// benchRefusalMarker marks the passages the benchmark's provider refuses.
+const benchRefusalMarker = "UNEMBEDDABLE"

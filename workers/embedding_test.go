@@ -42,15 +42,24 @@ func withEmbedding(t *testing.T, b *syncBundle, model string, workers int) *embe
 	return srv
 }
 
-// awaiting is how many served messages lack a vector under model.
-func (b *syncBundle) awaiting(t *testing.T, model string) int64 {
+// backlog is model's backlog, and false before the profile is recorded.
+func (b *syncBundle) backlog(t *testing.T, model string) (searchindex.ProfileBacklog, bool) {
 	t.Helper()
 	backlog, err := searchindex.AwaitingPerProfile(context.Background(), b.pool)
 	require.NoError(t, err)
 	for _, p := range backlog {
 		if p.Model == model {
-			return p.Awaiting
+			return p, true
 		}
+	}
+	return searchindex.ProfileBacklog{}, false
+}
+
+// awaiting is how many served messages await a vector under model.
+func (b *syncBundle) awaiting(t *testing.T, model string) int64 {
+	t.Helper()
+	if p, ok := b.backlog(t, model); ok {
+		return p.Awaiting
 	}
 	var n int64
 	require.NoError(t, b.pool.QueryRow(context.Background(),
@@ -63,7 +72,7 @@ func (b *syncBundle) semantic(t *testing.T, text string) []searchindex.SemanticH
 	t.Helper()
 	ctx := context.Background()
 	deps := b.deps(t)
-	vs, err := deps.Embedder.Embed(ctx, []string{text})
+	vs, _, err := deps.Embedder.Embed(ctx, []string{text})
 	require.NoError(t, err)
 	p := deps.Embedder.Profile()
 	profile, err := searchindex.EnsureProfile(ctx, b.pool, p.Model, p.Dimensions)

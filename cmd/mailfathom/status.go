@@ -52,8 +52,7 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		fmt.Fprintln(stdout, "synchronization is disabled (MAILFATHOM_SYNC_ENABLED=false)")
 	}
 	if e := rep.Embedding; e != nil {
-		fmt.Fprintf(stdout, "embedding %s (%d dimensions): %d embed jobs waiting, %d messages awaiting vectors\n",
-			e.Model, e.Dimensions, e.BacklogJobs, e.AwaitingMessages)
+		fmt.Fprintln(stdout, embeddingLine(e))
 	} else {
 		fmt.Fprintln(stdout, "embedding: no profile (MAILFATHOM_EMBEDDING_PROVIDER_URL is not set)")
 	}
@@ -120,6 +119,11 @@ func statusCmd(ctx context.Context, args, environ []string, stdout, stderr io.Wr
 		}
 	}
 	for _, a := range rep.Accounts {
+		if n := a.RefusedPassages; n != nil && *n > 0 {
+			fmt.Fprintf(stdout, "%s: %d passage(s) refused by the embedding provider; they are not offered again until their text changes\n", a.ID, *n)
+		}
+	}
+	for _, a := range rep.Accounts {
 		if c := a.Compression; c != nil {
 			fmt.Fprintf(stdout, "%s: compression %s (%s)\n", a.ID, map[bool]string{true: "on", false: "off"}[c.InUse], c.Reason)
 		}
@@ -147,4 +151,16 @@ func seconds(s float64) string {
 		d = strings.TrimSuffix(d, "0m")
 	}
 	return d
+}
+
+// embeddingLine is the status line of the active embedding profile: its
+// configured identity, the model its vectors are of once an answer named
+// one, and its backlog.
+func embeddingLine(e *status.Embedding) string {
+	answered := ""
+	if e.AnsweredModel != "" {
+		answered = "; vectors of model " + e.AnsweredModel + ", as the provider answered"
+	}
+	return fmt.Sprintf("embedding %s (%d dimensions%s): %d embed jobs waiting, %d messages awaiting vectors, %d passages refused by the provider",
+		e.Model, e.Dimensions, answered, e.BacklogJobs, e.AwaitingMessages, e.RefusedPassages)
 }

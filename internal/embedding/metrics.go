@@ -85,12 +85,13 @@ func (m *Metrics) request(d time.Duration, err error) {
 const backlogCountCap = 1_000_000
 
 // Collector reports, at each scrape, the embedding backlog's depth
-// (available jobs on the embeddings queue) and the messages awaiting
-// vectors per recorded profile.
+// (available jobs on the embeddings queue), and per recorded profile the
+// messages awaiting vectors and the passages the provider refused.
 type Collector struct {
 	pool     *pgxpool.Pool
 	backlog  *prometheus.Desc
 	awaiting *prometheus.Desc
+	refused  *prometheus.Desc
 }
 
 // NewCollector returns a Collector reading pool.
@@ -102,6 +103,9 @@ func NewCollector(pool *pgxpool.Pool) *Collector {
 		awaiting: prometheus.NewDesc("mailfathom_embedding_messages_awaiting_vectors",
 			"Served messages with a passage that has no vector under the profile, per recorded embedding profile (its id, model and dimensions: configured names, never mail).",
 			[]string{"profile", "model", "dimensions"}, nil),
+		refused: prometheus.NewDesc("mailfathom_embedding_passages_refused",
+			"Passages of served messages the provider refused for good (400, 413 or 422 to a request of the passage alone), per recorded embedding profile; they do not await a vector and are offered again only once their text changes.",
+			[]string{"profile", "model", "dimensions"}, nil),
 	}
 }
 
@@ -109,6 +113,7 @@ func NewCollector(pool *pgxpool.Pool) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.backlog
 	ch <- c.awaiting
+	ch <- c.refused
 }
 
 // Collect implements prometheus.Collector. A failed query leaves its
@@ -124,7 +129,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, p := range profiles {
-		ch <- prometheus.MustNewConstMetric(c.awaiting, prometheus.GaugeValue, float64(p.Awaiting),
-			strconv.Itoa(int(p.ProfileID)), p.Model, strconv.Itoa(p.Dimensions))
+		labels := []string{strconv.Itoa(int(p.ProfileID)), p.Model, strconv.Itoa(p.Dimensions)}
+		ch <- prometheus.MustNewConstMetric(c.awaiting, prometheus.GaugeValue, float64(p.Awaiting), labels...)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(p.Refused), labels...)
 	}
 }

@@ -6,11 +6,14 @@
 //
 // A semantic or hybrid search embeds the query with the provider, under
 // the AiProviderInvocation pipeline like every embedding call. A semantic
-// search the provider fails fails too (a *ProviderError). A hybrid search
-// whose query cannot be embedded — no profile, a provider that fails or
-// does not answer within QueryEmbeddingWait — answers from its lexical
-// half at once, ran beside the embedding, and says so (Result.LexicalOnly)
-// rather than failing or silently ranking by words alone. Mail not yet
+// search the provider fails fails too (a *ProviderError), and so does one
+// whose answer names another model than the one the profile's vectors are
+// of (EmbeddingModelChanged): its vector is not comparable with theirs. A
+// hybrid search whose query cannot be embedded — no profile, a provider
+// that fails, answers another model or does not answer within
+// QueryEmbeddingWait — answers from its lexical half at once, ran beside
+// the embedding, and says so (Result.LexicalOnly) rather than failing or
+// silently ranking by words alone. Mail not yet
 // embedded under the active profile is still found by the lexical half of a
 // hybrid search. Tombstoned and no longer served mail is never found: both
 // halves read only the served mail.
@@ -111,6 +114,11 @@ type Searcher struct {
 
 	once sync.Once
 	own  *searchindex.VectorIndex
+
+	mu sync.Mutex
+	// recorded is the model the active profile's vectors are of, once
+	// read non-empty.
+	recorded string
 }
 
 // Request is one search.
@@ -196,11 +204,11 @@ func (s *Searcher) Search(ctx context.Context, r Request) (Result, error) {
 		hits, err := s.lexical(ctx, r, n, limit)
 		return Result{Mode: mode, Hits: hits}, err
 	case Semantic:
-		vs, err := s.Embedder.Embed(ctx, []string{r.Text})
+		vector, err := s.embed(ctx, r.Text)
 		if err != nil {
 			return Result{}, &ProviderError{Err: err}
 		}
-		hits, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vs[0], Account: r.Account, Alias: r.Alias}, n, limit)
+		hits, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: r.Alias}, n, limit)
 		return Result{Mode: mode, Hits: hits}, err
 	}
 	// Each half ranks more than it answers, so a message ranked modestly
@@ -240,10 +248,10 @@ func (s *Searcher) embedQuery(ctx context.Context, text string) ([]float32, stri
 	}
 	wait, cancel := context.WithTimeout(ctx, cmp.Or(s.QueryEmbeddingWait, DefaultQueryEmbeddingWait))
 	defer cancel()
-	vs, err := s.Embedder.Embed(wait, []string{text})
+	vector, err := s.embed(wait, text)
 	switch {
 	case err == nil:
-		return vs[0], ""
+		return vector, ""
 	case wait.Err() != nil && ctx.Err() == nil:
 		return nil, LexicalOnlyProviderSlow
 	}
@@ -252,6 +260,56 @@ func (s *Searcher) embedQuery(ctx context.Context, text string) ([]float32, stri
 		identity = embedding.FailureProviderUnavailable
 	}
 	return nil, failure.Text(LexicalOnlyProviderFailed, identity)
+}
+
+// embed embeds a query's text, and refuses its vector when the answer
+// names another model than the one the active profile's vectors are of
+// (answeredModel): ranked against them it would find nothing meaningful.
+func (s *Searcher) embed(ctx context.Context, text string) ([]float32, error) {
+	vs, model, err := s.Embedder.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.answeredModel(ctx, model); err != nil {
+		return nil, err
+	}
+	return vs[0], nil
+}
+
+// answeredModel returns a *embedding.ModelChangedError when model, the one
+// a query's answer names, is another (embedding.SameModel) than the one
+// recorded for the active profile's vectors. An answer naming no model,
+// or a profile none of whose answers named one, is not compared. A search
+// reads the recorded model and never records one: the embed jobs do.
+func (s *Searcher) answeredModel(ctx context.Context, model string) error {
+	if model == "" {
+		return nil
+	}
+	s.mu.Lock()
+	recorded := s.recorded
+	s.mu.Unlock()
+	if recorded == "" {
+		p := s.Embedder.Profile()
+		var err error
+		recorded, err = resilience.Get(ctx, s.Registry, dbKey, "answered-model", func(ctx context.Context) (string, error) {
+			profile, found, err := searchindex.FindProfile(ctx, s.Querier, p.Model, p.Dimensions)
+			if err != nil || !found {
+				return "", err
+			}
+			return searchindex.AnsweredModel(ctx, s.Querier, profile)
+		})
+		if err != nil {
+			return err
+		}
+		// A recorded model never changes, so the searcher keeps it.
+		s.mu.Lock()
+		s.recorded = recorded
+		s.mu.Unlock()
+	}
+	if recorded != "" && !embedding.SameModel(recorded, model) {
+		return &embedding.ModelChangedError{Recorded: recorded, Answered: model}
+	}
+	return nil
 }
 
 // narrowing is how a request's filter narrows its search.

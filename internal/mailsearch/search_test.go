@@ -191,6 +191,49 @@ func TestSearch(t *testing.T) {
 		}
 	})
 
+	t.Run("AQueryOfAnotherModelIsNotRanked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// No answer recorded a model for the profile yet: nothing to compare.
+		b.provider.SetAnsweredModel("other-model")
+		res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "inspecting cranes", Mode: mailsearch.Semantic})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Hits)
+
+		profile, err := searchindex.EnsureProfile(b.ctx, b.pool, "test-model", dims)
+		require.NoError(t, err)
+		_, err = searchindex.RecordAnsweredModel(b.ctx, b.pool, profile, "test-model")
+		require.NoError(t, err)
+		b.provider.SetAnsweredModel("test-model:latest")
+		res, err = b.searcher.Search(b.ctx, mailsearch.Request{Text: "inspecting cranes", Mode: mailsearch.Semantic})
+		require.NoError(t, err, "Ollama's default tag names the same model")
+		require.Equal(t, b.ids["crane"], res.Hits[0].StoredEmailID)
+
+		b.provider.SetAnsweredModel("other-model")
+		_, err = b.searcher.Search(b.ctx, mailsearch.Request{Text: "inspecting cranes", Mode: mailsearch.Semantic})
+		var changed *embedding.ModelChangedError
+		require.ErrorAs(t, err, &changed)
+		require.Equal(t, embedding.ModelChangedError{Recorded: "test-model", Answered: "other-model"}, *changed)
+		var provider *mailsearch.ProviderError
+		require.ErrorAs(t, err, &provider)
+
+		hybrid, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection", Mode: mailsearch.Hybrid})
+		require.NoError(t, err)
+		require.Equal(t, mailsearch.LexicalOnlyProviderFailed+" ["+embedding.FailureModelChanged+"]", hybrid.LexicalOnly)
+		require.Equal(t, []uuid.UUID{b.ids["crane"]}, ids(hybrid), "the lexical half's hits")
+
+		// An answer naming no model is not compared.
+		silent := embedtest.Start(t, embedtest.Options{Dimensions: dims, OmitModel: true})
+		reg, err := outbound.NewRegistry(nil, nil, nil)
+		require.NoError(t, err)
+		b.searcher.Embedder, err = embedding.NewClient(embedding.Options{URL: silent.URL,
+			Profile: embedding.Profile{Model: "test-model", Dimensions: dims}, Registry: reg})
+		require.NoError(t, err)
+		res, err = b.searcher.Search(b.ctx, mailsearch.Request{Text: "inspecting cranes", Mode: mailsearch.Semantic})
+		require.NoError(t, err)
+		require.Equal(t, b.ids["crane"], res.Hits[0].StoredEmailID)
+	})
+
 	t.Run("SimilarMail", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -30,9 +30,8 @@ type ConnectionsConfig struct {
 	// IdlePeriod is WriteConnectionIdlePeriod: how long a connection is
 	// kept after its last change. Default 2 min.
 	IdlePeriod time.Duration
-	// LockCheckPeriod is how often an idle connection's lock is checked
-	// (without a round trip: the database announces a session it ends).
-	// Default 1 s.
+	// LockCheckPeriod is how often an idle connection's lock is checked,
+	// with one round trip to the database. Default 1 s.
 	LockCheckPeriod time.Duration
 	// Logger receives account ids and durations only. Default: discard.
 	Logger *slog.Logger
@@ -95,6 +94,10 @@ func NewConnections(cfg ConnectionsConfig) (*Connections, error) {
 	return c, nil
 }
 
+// lockCheckTimeout bounds one check of a lock's database session: a
+// session that does not answer within it is taken for ended.
+const lockCheckTimeout = 2 * time.Second
+
 // watchLocks closes every idle connection whose lock was lost with its
 // database session, each LockCheckPeriod until Close.
 func (c *Connections) watchLocks() {
@@ -128,7 +131,12 @@ func (c *Connections) watchLocks() {
 // dropIfLockLost closes a's connection when the database session its lock
 // was held on has ended. The caller holds a.sem.
 func (c *Connections) dropIfLockLost(account string, a *accountConn) {
-	if a.lock == nil || a.db.PgConn().CheckConn() == nil {
+	if a.lock == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lockCheckTimeout)
+	defer cancel()
+	if a.db.Ping(ctx) == nil {
 		return
 	}
 	c.release(a)

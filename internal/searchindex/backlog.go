@@ -9,7 +9,8 @@ import (
 )
 
 // SettleBacklog takes out of profile's backlog the messages among ids
-// whose passages all have vectors under it. A message a writer is giving
+// none of whose passages awaits a vector under it: each has its vector or
+// its refusal (RecordRefusals). A message a writer is giving
 // passages at this moment is left for the embed job that writer offers it
 // to, rather than waited for. Given a caller's transaction, the settled
 // rows stay locked until it ends.
@@ -39,8 +40,7 @@ func SettleBacklog(ctx context.Context, q Querier, profile int16, ids []uuid.UUI
 			WHERE b.profile_id = $1 AND b.stored_email_id = ANY($2)
 			  AND NOT EXISTS (SELECT 1 FROM email_passages p
 			                  WHERE p.stored_email_id = b.stored_email_id
-			                    AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-			                                    WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1))`,
+			                    AND `+awaitsVector("$1")+`)`,
 			profile, locked)
 		return err
 	}
@@ -59,22 +59,29 @@ func SettleBacklog(ctx context.Context, q Querier, profile int16, ids []uuid.UUI
 }
 
 // ProfileBacklog is how many served messages await vectors under one
-// profile.
+// profile, and how many of their passages the provider refused under it.
 type ProfileBacklog struct {
 	ProfileID  int16
 	Model      string
 	Dimensions int
 	Awaiting   int64
+	// Refused counts the served messages' passages the provider refused
+	// (RecordRefusals); none of them awaits a vector.
+	Refused int64
 }
 
 // AwaitingPerProfile counts, for every recorded profile, the served
-// messages with a passage that has no vector under it: its backlog's
-// served messages, so the count costs what awaits, not what is stored.
+// messages with a passage awaiting a vector under it — its backlog's
+// served messages, so the count costs what awaits, not what is stored —
+// and the served messages' passages the provider refused, which cost what
+// was refused.
 func AwaitingPerProfile(ctx context.Context, q Querier) ([]ProfileBacklog, error) {
 	rows, err := q.Query(ctx, `
 		SELECT pr.id, pr.model, pr.dimensions,
 		       (SELECT count(*) FROM vector_backlog b JOIN served_stored_emails e ON e.id = b.stored_email_id
-		        WHERE b.profile_id = pr.id)
+		        WHERE b.profile_id = pr.id),
+		       (SELECT count(*) FROM passage_refusals r JOIN served_stored_emails e ON e.id = r.stored_email_id
+		        WHERE r.profile_id = pr.id)
 		FROM embedding_profiles pr ORDER BY pr.id`)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: count emails awaiting vectors: %w", err)
@@ -95,7 +102,7 @@ type FolderBacklog struct {
 }
 
 // AwaitingVectorsByFolder counts, per account and folder alias (across the
-// alias's bindings), the served messages with a passage that has no vector
+// alias's bindings), the served messages with a passage awaiting a vector
 // under profile, from its backlog; a folder with none is left out. The sum
 // over the folders is what AwaitingPerProfile counts for profile. A
 // profile that is not recorded yet has no backlog: every message with

@@ -26,7 +26,6 @@ func TestVectorBacklog(t *testing.T) {
 		account int64
 		folder  int64
 		profile int16
-		next    uint32
 	}
 	// store writes one message with subject and body in b's folder.
 	store := func(t *testing.T, b *testBundle, q searchindex.Batcher, uid uint32, subject, body string) uuid.UUID {

@@ -2,7 +2,6 @@ package searchindex
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,6 +35,33 @@ func EnsureProfile(ctx context.Context, q Querier, model string, dimensions int)
 	return id, nil
 }
 
+// RecordAnsweredModel records model as the one the provider's answers name
+// for the profile's vectors, unless one is recorded already, and returns
+// the recorded one: model when this call or a concurrent one with the
+// same model recorded it, another when the profile's vectors are of
+// another model. Whether two names are the same model is the caller's to
+// decide; it never changes a recorded name. Run it outside a transaction
+// or in one at READ COMMITTED, so the read after a concurrent recording
+// sees it.
+func RecordAnsweredModel(ctx context.Context, q Querier, profile int16, model string) (string, error) {
+	if _, err := q.Exec(ctx, `UPDATE embedding_profiles SET answered_model = $2 WHERE id = $1 AND answered_model IS NULL`,
+		profile, model); err != nil {
+		return "", fmt.Errorf("searchindex: record the embedding profile's answered model: %w", err)
+	}
+	return AnsweredModel(ctx, q, profile)
+}
+
+// AnsweredModel returns the model recorded for the profile's vectors
+// (RecordAnsweredModel), "" while none is.
+func AnsweredModel(ctx context.Context, q Querier, profile int16) (string, error) {
+	var model string
+	if err := q.QueryRow(ctx, `SELECT coalesce(answered_model, '') FROM embedding_profiles WHERE id = $1`,
+		profile).Scan(&model); err != nil {
+		return "", fmt.Errorf("searchindex: read the embedding profile's answered model: %w", err)
+	}
+	return model, nil
+}
+
 // PendingPassage is a passage that has no vector under a profile.
 type PendingPassage struct {
 	StoredEmailID uuid.UUID
@@ -43,17 +69,27 @@ type PendingPassage struct {
 	Text          string
 }
 
+// awaitsVector is the condition that passage p awaits a vector under the
+// profile the SQL expression profile names: it has none, and the provider
+// has not refused it (RecordRefusals).
+func awaitsVector(profile string) string {
+	return `NOT EXISTS (SELECT 1 FROM passage_vectors v
+		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = ` + profile + `)
+		  AND NOT EXISTS (SELECT 1 FROM passage_refusals r
+		                  WHERE r.stored_email_id = p.stored_email_id AND r.ordinal = p.ordinal AND r.profile_id = ` + profile + `)`
+}
+
 // PassagesAwaitingVectors returns, in email and ordinal order, the
-// passages of the served messages among ids that have no vector under
-// profile. A tombstoned or no longer served message has none awaiting.
+// passages of the served messages among ids that await a vector under
+// profile: that have none, and that the provider has not refused. A
+// tombstoned or no longer served message has none awaiting.
 func PassagesAwaitingVectors(ctx context.Context, q Querier, profile int16, ids []uuid.UUID) ([]PendingPassage, error) {
 	rows, err := q.Query(ctx, `
 		SELECT p.stored_email_id, p.ordinal, p.text
 		FROM email_passages p
 		JOIN served_stored_emails e ON e.id = p.stored_email_id
 		WHERE p.stored_email_id = ANY($2)
-		  AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1)
+		  AND `+awaitsVector("$1")+`
 		ORDER BY p.stored_email_id, p.ordinal`, profile, ids)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: select passages awaiting vectors: %w", err)
@@ -96,20 +132,17 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 	if len(vs) == 0 {
 		return 0, nil
 	}
-	ids := make([]uuid.UUID, len(vs))
-	ords := make([]int16, len(vs))
-	digests := make([][]byte, len(vs))
+	ps := make([]PendingPassage, len(vs))
 	sigs := make([]pgtype.Bits, len(vs))
 	vecs := make([][]byte, len(vs))
 	floats := make([][]float32, len(vs))
 	for i, v := range vs {
-		ids[i], ords[i] = v.Passage.StoredEmailID, v.Passage.Ordinal
-		d := sha256.Sum256([]byte(v.Passage.Text))
-		digests[i] = d[:]
+		ps[i] = v.Passage
 		sigs[i] = Signature(v.Vector)
 		vecs[i] = EncodeVector(v.Vector)
 		floats[i] = v.Vector
 	}
+	ids, ords, digests := passageKeys(ps)
 	lists := assignLists(g, floats)
 	codes := make([][]byte, len(vs))
 	if len(vs[0].Vector) <= MaxCodedDimensions {
@@ -150,8 +183,8 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 }
 
 // EmailsAwaitingVectors returns, in id order, at most limit served
-// messages past after with at least one passage that has no vector under
-// profile.
+// messages past after with at least one passage awaiting a vector under
+// profile (PassagesAwaitingVectors).
 //
 // It reads the passages themselves, not the backlog, and adds to the
 // backlog any message it finds missing there (one whose passages were
@@ -164,8 +197,7 @@ func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after 
 			WHERE e.id > $2
 			  AND EXISTS (SELECT 1 FROM email_passages p
 			              WHERE p.stored_email_id = e.id
-			                AND NOT EXISTS (SELECT 1 FROM passage_vectors v
-			                                WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND v.profile_id = $1))
+			                AND `+awaitsVector("$1")+`)
 			ORDER BY e.id
 			LIMIT $3),
 		owed AS (
@@ -291,11 +323,14 @@ type Profile struct {
 	ID         int16
 	Model      string
 	Dimensions int
+	// AnsweredModel is the model the provider's answers name for its
+	// vectors (RecordAnsweredModel); "" while none is recorded.
+	AnsweredModel string
 }
 
 // Profiles returns every recorded embedding profile, in id order.
 func Profiles(ctx context.Context, q Querier) ([]Profile, error) {
-	rows, err := q.Query(ctx, `SELECT id, model, dimensions FROM embedding_profiles ORDER BY id`)
+	rows, err := q.Query(ctx, `SELECT id, model, dimensions, coalesce(answered_model, '') FROM embedding_profiles ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: list the embedding profiles: %w", err)
 	}

@@ -2,6 +2,7 @@ package searchindex_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -145,6 +146,42 @@ func TestVectors(t *testing.T) {
 		require.Empty(t, hits, "another profile's vectors are never compared")
 	})
 
+	t.Run("TheFirstAnsweredModelIsRecordedAndNeverChanged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		model, err := searchindex.AnsweredModel(b.ctx, b.pool, b.profile)
+		require.NoError(t, err)
+		require.Empty(t, model, "none recorded before an answer names one")
+		recorded, err := searchindex.RecordAnsweredModel(b.ctx, b.pool, b.profile, "served-model")
+		require.NoError(t, err)
+		require.Equal(t, "served-model", recorded)
+		recorded, err = searchindex.RecordAnsweredModel(b.ctx, b.pool, b.profile, "another-model")
+		require.NoError(t, err)
+		require.Equal(t, "served-model", recorded, "a recorded model is kept")
+		profiles, err := searchindex.Profiles(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, []searchindex.Profile{{ID: b.profile, Model: "test-model", Dimensions: dims, AnsweredModel: "served-model"}}, profiles)
+
+		// Recordings that race for a fresh profile agree on one model.
+		fresh, err := searchindex.EnsureProfile(b.ctx, b.pool, "fresh-model", dims)
+		require.NoError(t, err)
+		answers := make(chan string, 8)
+		for i := range cap(answers) {
+			go func() {
+				recorded, err := searchindex.RecordAnsweredModel(b.ctx, b.pool, fresh, fmt.Sprintf("model-%d", i))
+				if err != nil {
+					recorded = err.Error()
+				}
+				answers <- recorded
+			}()
+		}
+		first := <-answers
+		require.Regexp(t, `^model-\d$`, first)
+		for range cap(answers) - 1 {
+			require.Equal(t, first, <-answers)
+		}
+	})
+
 	t.Run("AVectorOfRewrittenTextIsNotStored", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -156,6 +193,102 @@ func TestVectors(t *testing.T) {
 		n, err := searchindex.WriteVectors(b.ctx, b.pool, b.profile, []searchindex.PassageVector{{Passage: stale, Vector: embedtest.Embed(stale.Text, dims)}})
 		require.NoError(t, err)
 		require.Zero(t, n)
+	})
+
+	// refuse records the refusal of id's body passage (ordinal 1) and
+	// returns it.
+	refuse := func(t *testing.T, b *testBundle, id uuid.UUID, status int) searchindex.PendingPassage {
+		t.Helper()
+		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, b.profile, []uuid.UUID{id})
+		require.NoError(t, err)
+		require.Len(t, pending, 2)
+		body := pending[1]
+		n, err := searchindex.RecordRefusals(b.ctx, b.pool, b.profile, []searchindex.PassageRefusal{{Passage: body, Status: status}})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		return body
+	}
+	refusedIn := func(t *testing.T, b *testBundle) []searchindex.FolderRefusals {
+		t.Helper()
+		rs, err := searchindex.RefusedPassagesByFolder(b.ctx, b.pool, b.profile)
+		require.NoError(t, err)
+		return rs
+	}
+
+	t.Run("ARefusedPassageNoLongerAwaits", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := refuse(t, b, b.ids["crane"], 413)
+		require.Equal(t, 5, embedAll(t, b, b.profile, all(b)...), "every passage but the refused one")
+		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, b.profile, all(b))
+		require.NoError(t, err)
+		require.Empty(t, pending)
+		awaiting, err := searchindex.EmailsAwaitingVectors(b.ctx, b.pool, b.profile, uuid.Nil, 10)
+		require.NoError(t, err)
+		require.Empty(t, awaiting, "the backfill does not offer the message again")
+		byFolder, err := searchindex.AwaitingVectorsByFolder(b.ctx, b.pool, b.profile)
+		require.NoError(t, err)
+		require.Empty(t, byFolder)
+		backlog, err := searchindex.AwaitingPerProfile(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, []searchindex.ProfileBacklog{{ProfileID: b.profile, Model: "test-model", Dimensions: dims, Awaiting: 0, Refused: 1}}, backlog)
+		require.Equal(t, []searchindex.FolderRefusals{{AccountKey: "primary", Alias: "inbox", Refused: 1}}, refusedIn(t, b))
+		var status int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT status FROM passage_refusals WHERE stored_email_id = $1 AND ordinal = $2`,
+			body.StoredEmailID, body.Ordinal).Scan(&status))
+		require.Equal(t, 413, status)
+
+		n, err := searchindex.RecordRefusals(b.ctx, b.pool, b.profile, []searchindex.PassageRefusal{{Passage: body, Status: 400}})
+		require.NoError(t, err)
+		require.Zero(t, n, "a passage is refused once")
+		stale := body
+		stale.Text = "what the passage said before it was rewritten"
+		n, err = searchindex.RecordRefusals(b.ctx, b.pool, b.profile, []searchindex.PassageRefusal{{Passage: stale, Status: 400}})
+		require.NoError(t, err)
+		require.Zero(t, n, "a refusal of text the passage no longer holds is not recorded")
+
+		_, err = b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, b.ids["crane"])
+		require.NoError(t, err)
+		require.Empty(t, refusedIn(t, b), "a message no longer served counts no refusal")
+	})
+
+	t.Run("ARefusalGoesWithTheTextRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := b.ids["crane"]
+		refuse(t, b, id, 400)
+		rewrite := func(body string) {
+			t.Helper()
+			raw := []byte("Subject: Harbour crane inspection\r\nContent-Type: text/plain\r\n\r\n" + body + "\r\n")
+			rec := searchindex.Extract(id, raw, mimex.DefaultLimits())
+			require.NoError(t, searchindex.Write(b.ctx, b.pool, rec))
+		}
+		rewrite("The inspectors examined the cranes at the harbour on Monday.")
+		require.Len(t, refusedIn(t, b), 1, "the same text keeps its refusal")
+
+		rewrite("The inspectors found the winches of both cranes worn.")
+		require.Empty(t, refusedIn(t, b))
+		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, b.profile, []uuid.UUID{id})
+		require.NoError(t, err)
+		require.Len(t, pending, 2, "the rewritten passage awaits a vector again")
+		require.Equal(t, "The inspectors found the winches of both cranes worn.", pending[1].Text)
+
+		// As an embed job stores them: the vectors, then the refusals. The
+		// message owes nothing more and leaves the backlog; the two others
+		// still await.
+		_, err = searchindex.WriteVectors(b.ctx, b.pool, b.profile, []searchindex.PassageVector{
+			{Passage: pending[0], Vector: embedtest.Embed(pending[0].Text, dims)}})
+		require.NoError(t, err)
+		_, err = searchindex.RecordRefusals(b.ctx, b.pool, b.profile, []searchindex.PassageRefusal{{Passage: pending[1], Status: 422}})
+		require.NoError(t, err)
+		backlog, err := searchindex.AwaitingPerProfile(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, []searchindex.ProfileBacklog{{ProfileID: b.profile, Model: "test-model", Dimensions: dims, Awaiting: 2, Refused: 1}}, backlog)
+
+		require.NoError(t, searchindex.DropProfile(b.ctx, b.pool, b.profile))
+		var n int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM passage_refusals`).Scan(&n))
+		require.Zero(t, n, "refusals go with their profile")
 	})
 
 	t.Run("VectorsGoWithTheirMessage", func(t *testing.T) {

@@ -14,7 +14,7 @@ type Collector struct {
 	opts Options
 
 	failures, backoff, handled, messages, lastPass, lastSuccess *prometheus.Desc
-	mutations, awaiting                                         *prometheus.Desc
+	mutations, awaiting, refused                                *prometheus.Desc
 	throttled, throttledFor, downloaded                         *prometheus.Desc
 }
 
@@ -53,7 +53,10 @@ func NewCollector(q Querier, opts Options) *Collector {
 			"Message content the account downloaded within the daily download budget's rolling 24 hours; absent without a budget.",
 			[]string{"account"}, nil),
 		awaiting: prometheus.NewDesc("mailfathom_folder_messages_awaiting_vectors",
-			"Served messages of the folder alias with a passage that has no vector under the active embedding profile; absent when no profile is configured.",
+			"Served messages of the folder alias with a passage awaiting a vector under the active embedding profile; absent when no profile is configured.",
+			[]string{"account", "alias"}, nil),
+		refused: prometheus.NewDesc("mailfathom_folder_passages_refused",
+			"Passages of the folder alias's served messages the provider refused under the active embedding profile; they do not await a vector until their text changes. Absent when no profile is configured.",
 			[]string{"account", "alias"}, nil),
 	}
 }
@@ -61,7 +64,7 @@ func NewCollector(q Querier, opts Options) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.failures, c.backoff, c.handled, c.messages, c.lastPass, c.lastSuccess, c.mutations, c.awaiting,
-		c.throttled, c.throttledFor, c.downloaded} {
+		c.refused, c.throttled, c.throttledFor, c.downloaded} {
 		ch <- d
 	}
 }
@@ -113,6 +116,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if f.AwaitingVectors != nil {
 				ch <- prometheus.MustNewConstMetric(c.awaiting, prometheus.GaugeValue, float64(*f.AwaitingVectors), a.ID, f.Alias)
+			}
+			if f.RefusedPassages != nil {
+				ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(*f.RefusedPassages), a.ID, f.Alias)
 			}
 		}
 	}

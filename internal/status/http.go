@@ -83,7 +83,7 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f
 <body><h1>MailFathom status</h1>
 <p>As of {{.GeneratedAt.Format "2006-01-02 15:04:05 MST"}}. Synchronization {{if .SyncEnabled}}enabled{{else}}disabled{{end}}.
 <a href="/api/v1/status">JSON</a> · <a href="/riverui/">River UI</a></p>
-<p>{{with .Embedding}}Embedding {{.Model}} ({{.Dimensions}} dimensions): {{.BacklogJobs}} embed job(s) waiting, {{.AwaitingMessages}} message(s) awaiting vectors.{{else}}Embedding: no profile configured.{{end}}</p>
+<p>{{with .Embedding}}Embedding {{.Model}} ({{.Dimensions}} dimensions{{with .AnsweredModel}}; vectors of model {{.}}, as the provider answered{{end}}): {{.BacklogJobs}} embed job(s) waiting, {{.AwaitingMessages}} message(s) awaiting vectors, {{if .RefusedPassages}}<span class="bad">{{.RefusedPassages}} passage(s) refused by the provider</span> (not offered again until their text changes){{else}}no passage refused by the provider{{end}}.{{else}}Embedding: no profile configured.{{end}}</p>
 {{range .Accounts}}<h2>{{.ID}}</h2>
 <p>Mode {{.ConfiguredMode}}.
 {{with .Compression}}Compression {{if .InUse}}on{{else}}off{{end}}: {{.Reason}}.{{end}}

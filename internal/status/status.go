@@ -56,12 +56,23 @@ type Embedding struct {
 	// ProfileID is the recorded profile's id, 0 until the first embed job
 	// or semantic search records it.
 	ProfileID int16 `json:"profile_id"`
+	// AnsweredModel is the model the provider's answers named for the
+	// profile's vectors, recorded from the first answer that named one;
+	// empty until then. An answer naming another model is refused
+	// (EmbeddingModelChanged on its embed job, in River UI).
+	AnsweredModel string `json:"answered_model,omitempty"`
 	// BacklogJobs counts the embed jobs waiting to run (available) on the
 	// embeddings queue, counted no further than a million.
 	BacklogJobs int `json:"backlog_jobs"`
 	// AwaitingMessages counts the served messages, of every account, with
-	// a passage that has no vector under the profile.
+	// a passage awaiting a vector under the profile: one that has none and
+	// that the provider has not refused.
 	AwaitingMessages int64 `json:"awaiting_messages"`
+	// RefusedPassages counts the served messages' passages, of every
+	// account, the provider refused under the profile (400, 413 or 422 to
+	// a request of the passage alone). They do not await a vector: they
+	// are offered again only once their text changes.
+	RefusedPassages int64 `json:"refused_passages"`
 }
 
 // Mutations counts the mailbox mutations that are recorded and not
@@ -144,6 +155,10 @@ type Account struct {
 	// AwaitingVectors counts the account's served messages awaiting
 	// vectors under the active profile; nil when no profile is configured.
 	AwaitingVectors *int64 `json:"awaiting_vectors,omitempty"`
+	// RefusedPassages counts the account's served messages' passages the
+	// provider refused under the active profile; nil when no profile is
+	// configured.
+	RefusedPassages *int64 `json:"refused_passages,omitempty"`
 	// Compression is whether the account's most recent forward pass read
 	// mail over a compressed connection, and why; nil before its first
 	// pass.
@@ -264,6 +279,10 @@ type Folder struct {
 	// AwaitingVectors counts the alias's served messages awaiting vectors
 	// under the active profile; nil when no profile is configured.
 	AwaitingVectors *int64 `json:"awaiting_vectors,omitempty"`
+	// RefusedPassages counts the alias's served messages' passages the
+	// provider refused under the active profile; nil when no profile is
+	// configured.
+	RefusedPassages *int64 `json:"refused_passages,omitempty"`
 }
 
 // Checkpoint is how far the folder's latest binding got.
@@ -340,8 +359,9 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		return r, err
 	}
 	var backlog []searchindex.FolderBacklog
+	var refusals []searchindex.FolderRefusals
 	if e := cfg.Embedding; e.Configured() {
-		if r.Embedding, backlog, err = readEmbedding(ctx, q, e); err != nil {
+		if r.Embedding, backlog, refusals, err = readEmbedding(ctx, q, e); err != nil {
 			return r, err
 		}
 	}
@@ -401,6 +421,12 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 		folderBacklog[folderKey{b.AccountKey, b.Alias}] = b.Awaiting
 		accountBacklog[b.AccountKey] += b.Awaiting
 	}
+	folderRefused := map[folderKey]int64{}
+	accountRefused := map[string]int64{}
+	for _, f := range refusals {
+		folderRefused[folderKey{f.AccountKey, f.Alias}] = f.Refused
+		accountRefused[f.AccountKey] += f.Refused
+	}
 	awaiting := func(n int64) *int64 {
 		if r.Embedding == nil {
 			return nil
@@ -419,7 +445,7 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 			ID: a.ID, ConfiguredMode: string(a.Mode), ConsecutiveFailures: failures,
 			BackoffSeconds: opts.Backoff(failures).Seconds(), Folders: []Folder{},
 			Mutations: accountMutations[key], LastFailedMutation: lastFailedMutation[key],
-			AwaitingVectors: awaiting(accountBacklog[key]),
+			AwaitingVectors: awaiting(accountBacklog[key]), RefusedPassages: awaiting(accountRefused[key]),
 		}
 		if st.LastFailureAt != nil {
 			acct.LastFailure = &Failure{Identity: st.LastFailureIdentity, At: *st.LastFailureAt}
@@ -453,6 +479,7 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 				Messages:   Messages{Stored: c.Stored, Oversized: c.Oversized, Withheld: c.Withheld, Tombstoned: c.Tombstoned},
 				Handled:    handled(fs.Counts),
 				Mutations:  folderMutations[k], AwaitingVectors: awaiting(folderBacklog[k]),
+				RefusedPassages: awaiting(folderRefused[k]),
 			}
 			f.LastPassAt, f.LastPassAgeSeconds = at(fs.LastPassAt, r.GeneratedAt)
 			f.LastSuccessAt, f.LastSuccessAgeSeconds = at(fs.LastSuccessAt, r.GeneratedAt)
@@ -470,17 +497,23 @@ func Read(ctx context.Context, q Querier, opts Options) (Report, error) {
 // unbounded queue.
 const backlogCountCap = 1_000_000
 
-// readEmbedding reads the backlog under e's profile without recording the
-// profile: one not yet recorded has no vectors, so every message with
-// passages awaits them.
-func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embedding, []searchindex.FolderBacklog, error) {
+// readEmbedding reads the backlog and the refused passages under e's
+// profile without recording the profile: one not yet recorded has no
+// vectors and no refusals, so every message with passages awaits them.
+func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embedding, []searchindex.FolderBacklog, []searchindex.FolderRefusals, error) {
 	id, recorded, err := searchindex.FindProfile(ctx, q, e.Model, e.Dimensions)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var answered string
+	if recorded {
+		if answered, err = searchindex.AnsweredModel(ctx, q, id); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	jobsWaiting, err := jobqueue.AvailableJobs(ctx, q, jobs.QueueEmbeddings, jobs.EmbedEmail{}.Kind(), backlogCountCap)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var backlog []searchindex.FolderBacklog
 	if recorded {
@@ -489,13 +522,22 @@ func readEmbedding(ctx context.Context, q Querier, e config.Embedding) (*Embeddi
 		backlog, err = searchindex.AwaitingWithoutProfile(ctx, q)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	emb := &Embedding{Model: e.Model, Dimensions: e.Dimensions, ProfileID: id, BacklogJobs: jobsWaiting}
+	var refusals []searchindex.FolderRefusals
+	if recorded {
+		if refusals, err = searchindex.RefusedPassagesByFolder(ctx, q, id); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	emb := &Embedding{Model: e.Model, Dimensions: e.Dimensions, ProfileID: id, AnsweredModel: answered, BacklogJobs: jobsWaiting}
 	for _, b := range backlog {
 		emb.AwaitingMessages += b.Awaiting
 	}
-	return emb, backlog, nil
+	for _, r := range refusals {
+		emb.RefusedPassages += r.Refused
+	}
+	return emb, backlog, refusals, nil
 }
 
 // aliases returns the account's configured folder aliases, in order: the

@@ -89,6 +89,21 @@ func TestOutstandingWork(t *testing.T) {
 		require.NoError(t, err)
 		return cfg
 	}
+	// get answers path of the status handler over HTTP.
+	get := func(t *testing.T, b *testBundle, cfg *config.Config, path string) []byte {
+		t.Helper()
+		h := status.NewHandler(b.pool, status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
+		mux := http.NewServeMux()
+		h.Mount(mux, func(h http.Handler) http.Handler { return h })
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return body
+	}
 	read := func(t *testing.T, b *testBundle, cfg *config.Config) (status.Report, map[string]float64) {
 		t.Helper()
 		opts := status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}
@@ -126,11 +141,15 @@ func TestOutstandingWork(t *testing.T) {
 					require.Equal(t, float64(f.Mutations.ByState(state)), metrics[key], key)
 				}
 				key := fmt.Sprintf("mailfathom_folder_messages_awaiting_vectors{account=%q,alias=%q}", a.ID, f.Alias)
+				refused := fmt.Sprintf("mailfathom_folder_passages_refused{account=%q,alias=%q}", a.ID, f.Alias)
 				if f.AwaitingVectors == nil {
 					require.NotContains(t, metrics, key)
+					require.NotContains(t, metrics, refused)
 					continue
 				}
 				require.Equal(t, float64(*f.AwaitingVectors), metrics[key], key)
+				require.Contains(t, metrics, refused)
+				require.Equal(t, float64(*f.RefusedPassages), metrics[refused], refused)
 			}
 			// The mutation collector's figures, summed over kinds, are
 			// the account's own.
@@ -156,6 +175,10 @@ func TestOutstandingWork(t *testing.T) {
 				strconv.Itoa(e.Dimensions), e.Model, strconv.Itoa(int(e.ProfileID)))
 			require.Contains(t, metrics, key)
 			require.Equal(t, float64(e.AwaitingMessages), metrics[key])
+			key = fmt.Sprintf("mailfathom_embedding_passages_refused{dimensions=%q,model=%q,profile=%q}",
+				strconv.Itoa(e.Dimensions), e.Model, strconv.Itoa(int(e.ProfileID)))
+			require.Contains(t, metrics, key)
+			require.Equal(t, float64(e.RefusedPassages), metrics[key])
 		}
 	}
 	account := func(t *testing.T, rep status.Report, id string) status.Account {
@@ -224,23 +247,11 @@ func TestOutstandingWork(t *testing.T) {
 		inStep(t, rep, metrics)
 
 		// The page shows them too.
-		h := status.NewHandler(b.pool, status.Options{Config: load(t), Backoff: func(int) time.Duration { return time.Minute }}, slog.New(slog.DiscardHandler))
-		mux := http.NewServeMux()
-		h.Mount(mux, func(h http.Handler) http.Handler { return h })
-		srv := httptest.NewServer(mux)
-		t.Cleanup(srv.Close)
-		resp, err := http.Get(srv.URL + "/status")
-		require.NoError(t, err)
-		page, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
+		page := get(t, b, load(t), "/status")
 		require.Contains(t, string(page), "code "+mutation.CodeNoSafeWay)
 		require.Contains(t, string(page), "1 move(s) or copy(ies) completed, unjoined")
-		resp, err = http.Get(srv.URL + "/api/v1/status")
-		require.NoError(t, err)
 		var api status.Report
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&api))
-		require.NoError(t, resp.Body.Close())
+		require.NoError(t, json.Unmarshal(get(t, b, load(t), "/api/v1/status"), &api))
 		require.EqualValues(t, 1, account(t, api, "primary").Mutations.CompletedUnjoined)
 		require.Contains(t, string(page), "Embedding: no profile configured.")
 	})
@@ -286,11 +297,66 @@ func TestOutstandingWork(t *testing.T) {
 
 		rep, metrics = read(t, b, cfg)
 		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, BacklogJobs: 2, AwaitingMessages: 2}, rep.Embedding)
+
 		primary = account(t, rep, "primary")
 		require.EqualValues(t, 2, *primary.AwaitingVectors)
 		require.EqualValues(t, 2, *primary.Folders[0].AwaitingVectors)
+		require.EqualValues(t, 0, *primary.RefusedPassages)
 		inStep(t, rep, metrics)
+
+		// Once an answer named its model, the profile shows it.
+		_, err = searchindex.RecordAnsweredModel(b.ctx, b.pool, profile, "served-model")
+		require.NoError(t, err)
+		rep, _ = read(t, b, cfg)
+		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, AnsweredModel: "served-model",
+			BacklogJobs: 2, AwaitingMessages: 2}, rep.Embedding)
+		require.Contains(t, string(get(t, b, cfg, "/status")), "Embedding test-model (8 dimensions; vectors of model served-model, as the provider answered)")
+		// The provider refused both passages of the second message: it no
+		// longer awaits, and its passages count as refused.
+		pending, err = searchindex.PassagesAwaitingVectors(b.ctx, b.pool, profile, b.emails[1:2])
+		require.NoError(t, err)
+		require.Len(t, pending, 2)
+		var rs []searchindex.PassageRefusal
+		for _, p := range pending {
+			rs = append(rs, searchindex.PassageRefusal{Passage: p, Status: 413})
+		}
+		_, err = searchindex.RecordRefusals(b.ctx, b.pool, profile, rs)
+		require.NoError(t, err)
+		rep, metrics = read(t, b, cfg)
+		require.Equal(t, &status.Embedding{Model: "test-model", Dimensions: dims, ProfileID: profile, AnsweredModel: "served-model",
+			BacklogJobs: 2, AwaitingMessages: 1, RefusedPassages: 2}, rep.Embedding)
+		primary = account(t, rep, "primary")
+		require.EqualValues(t, 1, *primary.AwaitingVectors)
+		require.EqualValues(t, 2, *primary.RefusedPassages)
+		require.EqualValues(t, 2, *primary.Folders[0].RefusedPassages)
+		require.EqualValues(t, 0, *account(t, rep, "other").RefusedPassages)
+		inStep(t, rep, metrics)
+
+		// The page and the JSON show them too.
+		served(t, b.pool, status.Options{Config: cfg, Backoff: func(int) time.Duration { return time.Minute }}, map[string]string{
+			"/status":        "2 passage(s) refused by the provider",
+			"/api/v1/status": `"refused_passages": 2`,
+		})
 	})
+}
+
+// served requires that what the handler serves at each path contains
+// the text given for it.
+func served(t *testing.T, q status.Querier, opts status.Options, want map[string]string) {
+	t.Helper()
+	h := status.NewHandler(q, opts, slog.New(slog.DiscardHandler))
+	mux := http.NewServeMux()
+	h.Mount(mux, func(h http.Handler) http.Handler { return h })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for path, text := range want {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Contains(t, string(body), text, path)
+	}
 }
 
 // TestUnresolvedAliasIsNotWatched: an alias the account's latest run
@@ -343,22 +409,10 @@ func TestUnresolvedAliasIsNotWatched(t *testing.T) {
 	require.Equal(t, "Push", folders[1].EffectiveMode)
 	require.Empty(t, folders[1].Unresolved)
 
-	h := status.NewHandler(pool, opts, slog.New(slog.DiscardHandler))
-	mux := http.NewServeMux()
-	h.Mount(mux, func(h http.Handler) http.Handler { return h })
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	for path, want := range map[string]string{
+	served(t, pool, opts, map[string]string{
 		"/api/v1/status": `"unresolved": "FolderAliasUnresolved"`,
 		"/status":        "(unresolved: FolderAliasUnresolved)",
-	} {
-		resp, err := http.Get(srv.URL + path)
-		require.NoError(t, err)
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
-		require.Contains(t, string(body), want, path)
-	}
+	})
 }
 
 // TestThrottledAccountAndDownloadBudget: an account its server throttles

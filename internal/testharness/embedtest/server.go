@@ -15,14 +15,24 @@
 //	// configure MAILFATHOM_EMBEDDING_PROVIDER_URL=srv.URL ...
 //	srv.SetFault(embedtest.Fault{Kind: embedtest.TooManyRequests, RetryAfter: time.Second})
 //
+// An answer names the model the request named, as Ollama and vLLM answer;
+// Options.AnsweredModel (or SetAnsweredModel, from the next request on)
+// names another, as a provider serving something else under the name
+// would, and Options.OmitModel names none, as some llama.cpp servers do.
+//
 // Faults: TooManyRequests (429 with Retry-After), ServerError (500), Hang
 // (the answer never comes, until the request is cancelled or the server
 // closes), WrongDimension (vectors one coordinate short) and WrongCount
 // (one vector fewer than inputs), and Unauthorized (401) for a terminal
-// refusal.
+// refusal of every request. A Refusal refuses, with a chosen status, every
+// request carrying an input that contains its marker, as a provider
+// refuses a whole request for one input it will not embed:
+//
+//	srv.SetRefusal(embedtest.Refusal{Marker: "UNEMBEDDABLE", Status: 413})
 package embedtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"hash/fnv"
 	"math"
@@ -61,6 +71,15 @@ type Fault struct {
 	Times int
 }
 
+// Refusal makes the server refuse, with Status, every request with an
+// input containing Marker. The zero value refuses nothing. A fault is
+// answered before a refusal is considered.
+type Refusal struct {
+	Marker string
+	// Status is the answer's status: 400, 413 or 422 refuse the input.
+	Status int
+}
+
 // Options configure a server.
 type Options struct {
 	// Dimensions is the length of every vector. Default 64.
@@ -70,6 +89,11 @@ type Options struct {
 	APIKey string
 	// Latency is added before every healthy answer. Default none.
 	Latency time.Duration
+	// AnsweredModel is the model every answer names. Default: the model
+	// the request names.
+	AnsweredModel string
+	// OmitModel leaves the model out of every answer. Default false.
+	OmitModel bool
 }
 
 // Server is a running test provider.
@@ -83,6 +107,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	fault    Fault
+	answered string
+	refusal  Refusal
+	refused  int
 	requests int
 	inputs   int
 	models   map[string]int
@@ -94,7 +121,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.Dimensions <= 0 {
 		opts.Dimensions = 64
 	}
-	s := &Server{opts: opts, closed: make(chan struct{}), models: map[string]int{}}
+	s := &Server{opts: opts, closed: make(chan struct{}), models: map[string]int{}, answered: opts.AnsweredModel}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	t.Cleanup(s.Close)
@@ -118,6 +145,29 @@ func (s *Server) SetFault(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fault = f
+}
+
+// SetAnsweredModel changes the model answers name from the next request
+// on; "" names the request's model again.
+func (s *Server) SetAnsweredModel(model string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answered = model
+}
+
+// SetRefusal changes which inputs the server refuses from the next
+// request on.
+func (s *Server) SetRefusal(r Refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusal = r
+}
+
+// Refused is how many requests a Refusal refused.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // Requests is how many requests reached /embeddings, answered or not.
@@ -155,7 +205,7 @@ type datum struct {
 type response struct {
 	Object string  `json:"object"`
 	Data   []datum `json:"data"`
-	Model  string  `json:"model"`
+	Model  string  `json:"model,omitempty"`
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +215,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests++
-	fault := s.fault
+	fault, answered, refusal := s.fault, s.answered, s.refusal
 	if s.fault.Times > 0 {
 		if s.fault.Times--; s.fault.Times == 0 {
 			s.fault = Fault{}
@@ -210,6 +260,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		inputs = []string{one}
 	}
+	if refusal.Marker != "" {
+		for _, in := range inputs {
+			if strings.Contains(in, refusal.Marker) {
+				s.mu.Lock()
+				s.refused++
+				s.mu.Unlock()
+				http.Error(w, `{"error":{"message":"input refused"}}`, refusal.Status)
+				return
+			}
+		}
+	}
 	if s.opts.Latency > 0 {
 		select {
 		case <-time.After(s.opts.Latency):
@@ -221,7 +282,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if fault.Kind == WrongDimension {
 		dims--
 	}
-	resp := response{Object: "list", Model: req.Model}
+	resp := response{Object: "list", Model: cmp.Or(answered, req.Model)}
+	if s.opts.OmitModel {
+		resp.Model = ""
+	}
 	for i, in := range inputs {
 		if fault.Kind == WrongCount && i == len(inputs)-1 {
 			break

@@ -81,6 +81,28 @@ func TestServer(t *testing.T) {
 		require.Equal(t, 1, b.srv.Model("m"))
 	})
 
+	t.Run("AnsweredModel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, embedtest.Options{})
+		_, out := post(t, context.Background(), b.srv.URL, "", "one")
+		require.Equal(t, "m", out["model"], "the request's model by default")
+		b.srv.SetAnsweredModel("other")
+		_, out = post(t, context.Background(), b.srv.URL, "", "one")
+		require.Equal(t, "other", out["model"])
+		b.srv.SetAnsweredModel("")
+		_, out = post(t, context.Background(), b.srv.URL, "", "one")
+		require.Equal(t, "m", out["model"])
+
+		named := setup(t, embedtest.Options{AnsweredModel: "served"})
+		_, out = post(t, context.Background(), named.srv.URL, "", "one")
+		require.Equal(t, "served", out["model"])
+
+		omitted := setup(t, embedtest.Options{OmitModel: true})
+		_, out = post(t, context.Background(), omitted.srv.URL, "", "one")
+		require.NotContains(t, out, "model")
+		require.Len(t, vectors(out), 1)
+	})
+
 	t.Run("APIKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, embedtest.Options{APIKey: "k"})
@@ -119,5 +141,23 @@ func TestServer(t *testing.T) {
 		resp, _ = post(t, ctx, b.srv.URL, "", "one")
 		require.Nil(t, resp, "a hanging server never answers")
 		require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
+	})
+
+	t.Run("RefusesARequestCarryingTheMarker", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, embedtest.Options{Dimensions: 8})
+		b.srv.SetRefusal(embedtest.Refusal{Marker: "UNEMBEDDABLE", Status: http.StatusRequestEntityTooLarge})
+		resp, _ := post(t, context.Background(), b.srv.URL, "", "one", "two UNEMBEDDABLE", "three")
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "one refused input refuses the request")
+		resp, out := post(t, context.Background(), b.srv.URL, "", "one", "three")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Len(t, vectors(out), 2)
+		require.Equal(t, 1, b.srv.Refused())
+		require.Equal(t, 2, b.srv.Inputs(), "a refused request embeds nothing")
+
+		b.srv.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized})
+		resp, _ = post(t, context.Background(), b.srv.URL, "", "two UNEMBEDDABLE")
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a fault comes before a refusal")
+		require.Equal(t, 1, b.srv.Refused())
 	})
 }

@@ -1,0 +1,1 @@
+ALTER TABLE embedding_profiles DROP COLUMN answered_model;

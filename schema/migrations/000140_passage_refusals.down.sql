@@ -1,0 +1,1 @@
+DROP TABLE passage_refusals;
