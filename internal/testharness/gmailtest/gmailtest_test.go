@@ -2,6 +2,7 @@ package gmailtest_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -95,4 +96,28 @@ func TestRemoveLabel(t *testing.T) {
 	require.True(t, changes.Changed[0].HasLabels)
 	require.Equal(t, []string{gmailtest.LabelInbox}, changes.Changed[0].Labels)
 	require.Empty(t, changes.Changed[0].Flags)
+}
+
+// TestAddLabel: a label added shows the message in the label's folder
+// under a new UID and the same X-GM-MSGID; a label without a folder only
+// joins its labels.
+func TestAddLabel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := b.srv.Deliver(mailgen.Message(3, 1, 500))
+	b.srv.AddLabel(m, "Travel")
+	b.srv.AddLabel(m, `\Starred`)
+	require.Equal(t, []string{"Travel", `\Starred`}, b.srv.Labels(m))
+	uid := uint32(b.srv.UID(m, "Travel"))
+	require.NotZero(t, uid)
+
+	s := b.open(t)
+	_, err := s.Examine(b.ctx, "Travel")
+	require.NoError(t, err)
+	ids, err := s.FetchIdentities(b.ctx, []uint32{uid})
+	require.NoError(t, err)
+	require.Equal(t, imapx.MessageIdentity{
+		EmailID: strconv.FormatUint(m.MsgID, 10), ThreadID: strconv.FormatUint(m.ThrID, 10),
+		Labels: []string{"Travel", `\Starred`},
+	}, ids[uid])
 }
