@@ -103,10 +103,15 @@ func (r *ReconcileResult) Add(o ReconcileResult) {
 }
 
 type reconcileItem struct {
-	ID     uuid.UUID `json:"id"`
-	Kind   string    `json:"kind"`
-	Flags  []string  `json:"flags"`
-	Labels []string  `json:"labels,omitempty"`
+	ID uuid.UUID `json:"id"`
+	// Folder, UIDValidity and UID are where the answer is about: it is
+	// applied to the row only while the row is still that occurrence.
+	Folder      int64    `json:"folder"`
+	UIDValidity int64    `json:"uid_validity"`
+	UID         int64    `json:"uid"`
+	Kind        string   `json:"kind"`
+	Flags       []string `json:"flags"`
+	Labels      []string `json:"labels,omitempty"`
 	// HasLabels tells an empty label list (every label removed) from none.
 	HasLabels bool `json:"has_labels,omitempty"`
 }
@@ -127,15 +132,15 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 			if flags == nil {
 				flags = []string{}
 			}
-			item := reconcileItem{ID: e.ID, Kind: "flags", Flags: flags}
+			item := reconcileItem{ID: e.ID, Folder: e.FolderID, UIDValidity: int64(e.UIDValidity), UID: int64(e.UID), Kind: "flags", Flags: flags}
 			if labels, ok := a.Labels[e.UID]; ok {
 				item.Labels, item.HasLabels = cleanTexts(labels), true
 			}
 			items = append(items, item)
 		case a.Present[e.UID]:
-			items = append(items, reconcileItem{ID: e.ID, Kind: "present"})
+			items = append(items, reconcileItem{ID: e.ID, Folder: e.FolderID, UIDValidity: int64(e.UIDValidity), UID: int64(e.UID), Kind: "present"})
 		default:
-			items = append(items, reconcileItem{ID: e.ID, Kind: "gone"})
+			items = append(items, reconcileItem{ID: e.ID, Folder: e.FolderID, UIDValidity: int64(e.UIDValidity), UID: int64(e.UID), Kind: "gone"})
 		}
 	}
 	if len(items) == 0 {
@@ -148,12 +153,17 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 	var r ReconcileResult
 	err = q.QueryRow(ctx, `
 		WITH input AS (
-			SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, kind text, flags text[], labels text[], has_labels boolean)
+			SELECT * FROM jsonb_to_recordset($1::jsonb)
+				AS x(id uuid, folder bigint, uid_validity bigint, uid bigint, kind text, flags text[], labels text[], has_labels boolean)
 		),
+		-- A row is answered for only while it is the occurrence the window
+		-- asked about: one a relocation's join carried to its destination
+		-- meanwhile is that occurrence no more.
 		current AS (
 			SELECT e.id, i.kind, i.flags, e.shared_email_id,
 			       CASE WHEN i.has_labels THEN coalesce(i.labels, '{}') END AS labels
 			FROM input i JOIN stored_emails e ON e.id = i.id
+			 AND e.mail_folder_id = i.folder AND e.uid_validity = i.uid_validity AND e.uid = i.uid
 			WHERE e.remote_expunge_observed_at IS NULL
 			  AND (e.remote_flags_observed_at IS NULL OR e.remote_flags_observed_at <= $3)
 		),
