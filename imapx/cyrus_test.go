@@ -357,3 +357,93 @@ func TestCyrusListFolders(t *testing.T) {
 	require.Equal(t, "/", got["Projects/2026"].Delimiter)
 	require.Len(t, folders, 1+len(cyrus.SpecialUseFolders)+2, "INBOX, the special-use folders, Projects and Projects/2026: %v", folders)
 }
+
+// TestCyrusFetchIdentities: Cyrus offers OBJECTID, so a session fetches
+// EMAILID and THREADID; a message another client copied to a second folder
+// answers there with the EMAILID it has in the first, and the fetch sets
+// no flag.
+func TestCyrusFetchIdentities(t *testing.T) {
+	t.Parallel()
+	b := setupCyrus(t, nil)
+	b.user.CreateFolder("Filed")
+	first := b.user.Append("INBOX", message(1, 300), time.Time{})
+	second := b.user.Append("INBOX", message(2, 300), time.Time{})
+	c := b.user.Dial()
+	_, err := c.Select("INBOX", nil).Wait()
+	require.NoError(t, err)
+	copied, err := c.Copy(imap.UIDSetNum(first), "Filed").Wait()
+	require.NoError(t, err)
+	dest, _ := copied.DestUIDs.Nums()
+
+	s := b.open(b.endpoint(imapx.None))
+	require.Equal(t, imapx.ObjectIdentity, s.IdentityScheme())
+	_, err = s.Examine(b.ctx, "INBOX")
+	require.NoError(t, err)
+	inbox, err := s.FetchIdentities(b.ctx, []uint32{uint32(first), uint32(second)})
+	require.NoError(t, err)
+	require.Len(t, inbox, 2)
+	require.NotEqual(t, inbox[uint32(first)].EmailID, inbox[uint32(second)].EmailID)
+	require.NotEmpty(t, inbox[uint32(first)].ThreadID)
+	require.Nil(t, inbox[uint32(first)].Labels, "OBJECTID carries no labels")
+
+	_, err = s.Examine(b.ctx, "Filed")
+	require.NoError(t, err)
+	filed, err := s.FetchIdentities(b.ctx, []uint32{uint32(dest[0])})
+	require.NoError(t, err)
+	require.Equal(t, inbox[uint32(first)], filed[uint32(dest[0])], "a copy keeps its EMAILID")
+	require.Empty(t, b.user.Flags("INBOX", first))
+}
+
+// TestCyrusFetchIdentitiesOnTheSessionsOwnConnection: identities are asked
+// over the session's own connection, between go-imap's commands, plain,
+// compressed and over TLS: metadata, identities and content interleave
+// on one login, and each answer is whole.
+func TestCyrusFetchIdentitiesOnTheSessionsOwnConnection(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		security    imapx.ConnectionSecurity
+		compression imapx.CompressionPolicy
+	}{
+		{"plain", imapx.None, imapx.CompressionOff},
+		{"compressed", imapx.None, imapx.CompressionOn},
+		{"tls", imapx.TLSOnConnect, imapx.CompressionOff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupCyrus(t, nil)
+			var raws [][]byte
+			var uids []uint32
+			for i := range 4 {
+				raws = append(raws, message(i, 40_000))
+				uids = append(uids, uint32(b.user.Append("INBOX", raws[i], time.Time{})))
+			}
+			ep := b.endpoint(tc.security)
+			ep.Compression = tc.compression
+			s, err := imapx.OpenReadSession(b.ctx, ep, imapx.SessionOptions{})
+			require.NoError(t, err)
+			require.Equal(t, tc.compression == imapx.CompressionOn, s.Compression().InUse)
+			_, err = s.Examine(b.ctx, "INBOX")
+			require.NoError(t, err)
+			for round := range 3 {
+				meta, err := s.FetchMetadata(b.ctx, uids)
+				require.NoError(t, err)
+				require.Len(t, meta, len(uids))
+				ids, err := s.FetchIdentities(b.ctx, uids)
+				require.NoError(t, err)
+				require.Len(t, ids, len(uids), "round %d", round)
+				var got [][]byte
+				require.NoError(t, s.FetchBodies(b.ctx, uids, 1<<20, func(body imapx.Body) error {
+					got = append(got, bytes.Clone(body.Raw))
+					return nil
+				}))
+				require.Equal(t, raws, got, "round %d", round)
+				again, err := s.FetchIdentities(b.ctx, uids[:1])
+				require.NoError(t, err)
+				require.Equal(t, ids[uids[0]], again[uids[0]])
+			}
+			require.NoError(t, s.Close())
+			require.Len(t, b.user.Sessions(), 1, "one login for content and identities")
+		})
+	}
+}

@@ -38,6 +38,9 @@ type conn struct {
 	// watch reads what go-imap reads for a BYE that throttles, which
 	// go-imap drops; nil before go-imap is attached.
 	watch *wire.ByeWatch
+	// gate lends the stream go-imap reads to the wire layer between two
+	// of go-imap's commands (lend.go); nil before go-imap is attached.
+	gate *gate
 }
 
 // byeThrottle returns what a BYE that throttles, read by go-imap on c,
@@ -49,9 +52,10 @@ func (c *conn) byeThrottle() (wire.Throttle, bool) {
 	return c.watch.Throttle()
 }
 
-// attach puts a go-imap client on stream, behind a ByeWatch.
+// attach puts a go-imap client on stream, behind a ByeWatch and a gate.
 func (c *conn) attach(stream net.Conn) {
-	c.watch = wire.WatchBye(stream)
+	c.gate = newGate(stream)
+	c.watch = wire.WatchBye(c.gate)
 	c.client = imapclient.New(c.watch, c.clientOptions())
 }
 

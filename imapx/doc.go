@@ -84,6 +84,17 @@
 // which has that connection and no other: Examine opens the folder there,
 // and the server sees one login instead of two.
 //
+// # Server identities
+//
+// A server that offers X-GM-EXT-1 (Gmail) or OBJECTID (RFC 8474) names a
+// message the same in every folder that shows it (IdentityScheme).
+// FetchIdentities asks for those names — X-GM-MSGID, X-GM-THRID and
+// X-GM-LABELS, or EMAILID and THREADID — over the session's own
+// connection: go-imap cannot parse them, so it lends its stream to the
+// wire layer between two of its commands (lend.go), and a pass that asks
+// costs the server no second login. On Gmail Reconcile and
+// ReconcileChanges ask X-GM-LABELS with the flags.
+//
 // # Write connection
 //
 // OpenWriteConnection opens the one connection of an account that changes

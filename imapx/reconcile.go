@@ -27,19 +27,25 @@ const (
 
 // ReconcileItems is the only message data Reconcile asks for: the flags and
 // the UID, both answered from folder state, so that nothing it issues can
-// set \Seen. Where CONDSTORE is in use FetchModSeq is added. (Any other item
+// set \Seen. Where CONDSTORE is in use FetchModSeq is added, on Gmail
+// X-GM-LABELS (reconcileItems). (Any other item
 // is refused by the command itself before it is sent.)
 var ReconcileItems = [...]FetchItem{FetchFlags, FetchUID}
 
 // reconcileItems returns the FETCH items for mode, as the reconciliation
-// connection's UID FETCH takes them.
-func reconcileItems(mode ReconcileMode) []wire.FetchItem {
-	items := make([]wire.FetchItem, 0, len(ReconcileItems)+1)
+// connection's UID FETCH takes them. On Gmail X-GM-LABELS is asked with
+// FLAGS: a label change bumps the message's mod-sequence there, so a
+// narrowed question describes it as it describes a flag change.
+func reconcileItems(mode ReconcileMode, scheme IdentityScheme) []wire.FetchItem {
+	items := make([]wire.FetchItem, 0, len(ReconcileItems)+2)
 	for _, it := range ReconcileItems {
 		items = append(items, wire.FetchItem(it))
 	}
 	if mode != Plain {
 		items = append(items, wire.FetchItem(FetchModSeq))
+	}
+	if scheme == GmailIdentity {
+		items = append(items, wire.FetchGmailLabels)
 	}
 	return items
 }
@@ -98,6 +104,10 @@ type FlagAnswer struct {
 	Flags []string
 	// ModSeq is the message's mod-sequence, 0 in Plain mode.
 	ModSeq uint64
+	// Labels are the message's X-GM-LABELS on Gmail (never nil there when
+	// HasLabels), described with its flags.
+	Labels    []string
+	HasLabels bool
 }
 
 // ReconcileAnswer is what the server said about a window.
@@ -222,7 +232,7 @@ func (s *ReadSession) Reconcile(ctx context.Context, window []uint32, sinceModSe
 	}
 	timeout := s.opts.commandTimeout()
 	rs := newReconcileState(uids)
-	items := reconcileItems(mode)
+	items := reconcileItems(mode, s.IdentityScheme())
 	commands := 1 // EXAMINE
 	for _, ch := range wire.ChunkUIDs(uids, wire.MaxSetBytes) {
 		rs.chunk(ch)
@@ -292,7 +302,7 @@ func (s *ReadSession) Reconcile(ctx context.Context, window []uint32, sinceModSe
 	}
 	for _, uid := range present {
 		if a, ok := rs.answered[uid]; ok {
-			ans.Changed = append(ans.Changed, FlagAnswer{UID: uid, Flags: a.Flags, ModSeq: a.ModSeq})
+			ans.Changed = append(ans.Changed, flagAnswerOf(a))
 		}
 	}
 	s.debug(ctx, "imap reconcile", slog.String("mode", mode.String()), slog.Bool("narrowed", ans.Narrowed),
@@ -551,4 +561,18 @@ func mergeFetch(answered map[uint32]*wire.FetchAttrs, f wire.FetchAttrs) {
 	if f.HasModSeq {
 		a.ModSeq, a.HasModSeq = f.ModSeq, true
 	}
+	if f.HasLabels {
+		a.Labels, a.HasLabels = f.Labels, true
+	}
+	if f.Identity.EmailID != "" {
+		a.Identity.EmailID = f.Identity.EmailID
+	}
+	if f.Identity.ThreadID != "" {
+		a.Identity.ThreadID = f.Identity.ThreadID
+	}
+}
+
+// flagAnswerOf is what a merged FETCH answer says of one message.
+func flagAnswerOf(a *wire.FetchAttrs) FlagAnswer {
+	return FlagAnswer{UID: a.UID, Flags: a.Flags, ModSeq: a.ModSeq, Labels: a.Labels, HasLabels: a.HasLabels}
 }

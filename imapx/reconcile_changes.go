@@ -87,7 +87,7 @@ func (s *ReadSession) ReconcileChanges(ctx context.Context, sinceModSeq uint64) 
 	timeout := s.opts.commandTimeout()
 	cs := &changeState{answered: map[uint32]*wire.FetchAttrs{}, fetching: true}
 	err = fromWire(w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
-		Set: wire.WholeFolder, Items: reconcileItems(out.Mode), ChangedSince: sinceModSeq, Vanished: out.Mode == QResync,
+		Set: wire.WholeFolder, Items: reconcileItems(out.Mode, s.IdentityScheme()), ChangedSince: sinceModSeq, Vanished: out.Mode == QResync,
 	}, cs.handle))
 	if err != nil {
 		return FolderChanges{}, err
@@ -109,11 +109,11 @@ func (s *ReadSession) ReconcileChanges(ctx context.Context, sinceModSeq uint64) 
 	}
 	out.Vanished = ranges(cs.vanished.Normalize())
 	out.Changed = make([]FlagAnswer, 0, len(cs.answered))
-	for uid, a := range cs.answered {
+	for _, a := range cs.answered {
 		if !a.HasFlags {
 			return FolderChanges{}, fmt.Errorf("%w (a FETCH answer without FLAGS)", ErrIncompleteAnswer)
 		}
-		out.Changed = append(out.Changed, FlagAnswer{UID: uid, Flags: a.Flags, ModSeq: a.ModSeq})
+		out.Changed = append(out.Changed, flagAnswerOf(a))
 	}
 	slices.SortFunc(out.Changed, func(a, b FlagAnswer) int { return cmpUID(a.UID, b.UID) })
 	s.debug(ctx, "imap reconcile changes", slog.String("mode", out.Mode.String()),

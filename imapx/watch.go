@@ -81,9 +81,12 @@ func (s *WatchSession) CanIdle() bool { return s.w.Caps().Has(imap.CapIdle) }
 // It returns each folder's state as the server described it when the
 // subscription began, by path: the first folder's from its EXAMINE, the
 // others' from the STATUS responses the STATUS indicator of NOTIFY SET asks
-// for (§3.1), which read nothing of a message and open no folder. A folder
-// the server did not describe is missing. The states are for a caller to
-// compare with what it last observed; the reports Wait returns carry none.
+// for (§3.1), which read nothing of a message and open no folder — or, for
+// the first, no UIDNEXT when it changed between its EXAMINE and the
+// subscription, since the server reported that change with NOTIFY's answer
+// and will not again. A folder the server did not describe is missing.
+// The states are for a caller to compare with what it last observed; the
+// reports Wait returns carry none.
 //
 // A NOTIFY the server answers with NO or BAD is ErrSubscriptionDeclined,
 // wrapping the *CommandError; a folder that cannot be opened is a
@@ -96,7 +99,7 @@ func (s *WatchSession) Subscribe(ctx context.Context, folders []string) (map[str
 	if err != nil {
 		return nil, err
 	}
-	described, err := s.w.NotifySet(ctx, s.opts.commandTimeout(), folders[1:], len(folders) > 1)
+	described, selectedChanged, err := s.w.NotifySet(ctx, s.opts.commandTimeout(), folders[1:], len(folders) > 1)
 	err = fromWire(err)
 	var cmd *CommandError
 	if errors.As(err, &cmd) {
@@ -104,6 +107,12 @@ func (s *WatchSession) Subscribe(ctx context.Context, folders []string) (map[str
 	}
 	if err != nil {
 		return nil, err
+	}
+	if selectedChanged {
+		// The open folder changed before the subscription took hold: what
+		// EXAMINE said of it is out of date, and no report will follow. A
+		// state without UIDNEXT says nothing of new mail.
+		first.UIDNext = 0
 	}
 	states := map[string]FolderState{folders[0]: first}
 	for _, path := range folders[1:] {

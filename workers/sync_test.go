@@ -112,35 +112,42 @@ func setupSync(t *testing.T, opts ...dovecot.Option) *syncBundle {
 func setupSyncOn(t *testing.T, s *dovecot.Server) *syncBundle {
 	t.Helper()
 	u := s.NewUser()
-	dir := t.TempDir()
-	files, err := s.CA().WriteFiles(dir)
+	files, err := s.CA().WriteFiles(t.TempDir())
 	require.NoError(t, err)
-	pw := filepath.Join(dir, "imap-password")
-	require.NoError(t, os.WriteFile(pw, []byte(u.Password()+"\n"), 0o600))
 	b := &syncBundle{
 		server: s,
 		user:   u,
 		pool:   dbtest.Pool(t),
 		logs:   &capture.Buffer{},
-		env: map[string]string{
-			"MAILFATHOM_SYNC_ENABLED":                             "true",
-			"MAILFATHOM_SYNC_INTERVAL":                            "1h",
-			"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":                 "1h",
-			"MAILFATHOM_ACCOUNTS_0_ID":                            "primary",
-			"MAILFATHOM_ACCOUNTS_0_HOST":                          s.Host(),
-			"MAILFATHOM_ACCOUNTS_0_PORT":                          strconv.Itoa(s.TLSPort()),
-			"MAILFATHOM_ACCOUNTS_0_USERNAME":                      u.Name(),
-			"MAILFATHOM_ACCOUNTS_0_PASSWORD":                      "file:" + pw,
-			"MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST":             "AdditionalTrustedAuthority",
-			"MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY": "file:" + files.CACert,
-		},
+		env:    accountEnv(t, s.Host(), s.TLSPort(), u.Name(), u.Password()),
 	}
+	b.env["MAILFATHOM_ACCOUNTS_0_CERTIFICATE_TRUST"] = "AdditionalTrustedAuthority"
+	b.env["MAILFATHOM_ACCOUNTS_0_TRUSTED_CERTIFICATE_AUTHORITY"] = "file:" + files.CACert
 	t.Cleanup(func() {
 		if b.stop != nil {
 			b.stop()
 		}
 	})
 	return b
+}
+
+// accountEnv is the environment of one account, "primary", that logs in
+// to host:port as username with password (kept in a file of t's) and
+// synchronizes hourly.
+func accountEnv(t *testing.T, host string, port int, username, password string) map[string]string {
+	t.Helper()
+	pw := filepath.Join(t.TempDir(), "imap-password")
+	require.NoError(t, os.WriteFile(pw, []byte(password+"\n"), 0o600))
+	return map[string]string{
+		"MAILFATHOM_SYNC_ENABLED":             "true",
+		"MAILFATHOM_SYNC_INTERVAL":            "1h",
+		"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF": "1h",
+		"MAILFATHOM_ACCOUNTS_0_ID":            "primary",
+		"MAILFATHOM_ACCOUNTS_0_HOST":          host,
+		"MAILFATHOM_ACCOUNTS_0_PORT":          strconv.Itoa(port),
+		"MAILFATHOM_ACCOUNTS_0_USERNAME":      username,
+		"MAILFATHOM_ACCOUNTS_0_PASSWORD":      "file:" + pw,
+	}
 }
 
 // start (re)starts the River client with the bundle's current environment.

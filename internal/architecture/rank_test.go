@@ -52,7 +52,7 @@ var harnessLayers = [][]string{
 		"internal/testharness/oauthtest", "internal/testharness/poll", "internal/testharness/serverproc",
 		"internal/testharness/testca", "internal/testharness/wiretap"},
 	{"internal/testharness/cyrus", "internal/testharness/dovecot", "internal/testharness/pgtest"},
-	{"internal/testharness/dbtest"},
+	{"internal/testharness/dbtest", "internal/testharness/gmailtest"},
 	{"internal/testharness/vectortest", "internal/testharness/verdicts"},
 	// Packages that hold only tests.
 	{"internal/architecture", "internal/e2e"},

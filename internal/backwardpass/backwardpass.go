@@ -174,6 +174,7 @@ func applyWindow(ctx context.Context, db DB, sess Session, window mailstore.Reco
 	}
 	for _, c := range ans.Changed {
 		answer.Flags[c.UID] = c.Flags
+		noteLabels(&answer, c)
 	}
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		res, err := mailstore.ApplyReconciliation(ctx, tx, window, answer, opts.Disposition)
@@ -266,6 +267,7 @@ func applyChanges(ctx context.Context, db DB, sess Session, binding mailstore.Bi
 			changed = append(changed, mailstore.UIDRange{First: c.UID, Last: c.UID})
 		}
 		answer.Present[c.UID], answer.Flags[c.UID] = true, c.Flags
+		noteLabels(&answer, c)
 	}
 	described, err := mailstore.SelectOccurrencesIn(ctx, db, binding.ID, uidValidity, changed)
 	if err != nil {
@@ -359,4 +361,17 @@ func modeName(m imapx.ReconcileMode) string {
 	default:
 		return "FLAGS"
 	}
+}
+
+// noteLabels adds the labels the server described with c's flags (Gmail's
+// X-GM-LABELS) to answer: they are stored on the email, replacing what was
+// stored, so a label removed on the server is removed locally.
+func noteLabels(answer *mailstore.ReconcileAnswer, c imapx.FlagAnswer) {
+	if !c.HasLabels {
+		return
+	}
+	if answer.Labels == nil {
+		answer.Labels = map[uint32][]string{}
+	}
+	answer.Labels[c.UID] = c.Labels
 }

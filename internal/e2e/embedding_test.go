@@ -39,8 +39,8 @@ func (b *testBundle) withEmbedding(t testing.TB, opts embedtest.Options) *embedt
 	return srv
 }
 
-// awaitingVectors counts the served messages with a passage that has no
-// vector under model.
+// awaitingVectors counts the served messages with a passage that has
+// neither a vector nor a recorded refusal under model.
 func (b *testBundle) awaitingVectors(t testing.TB, model string) int {
 	t.Helper()
 	var n int
@@ -48,7 +48,9 @@ func (b *testBundle) awaitingVectors(t testing.TB, model string) int {
 		SELECT count(DISTINCT p.stored_email_id) FROM email_passages p
 		JOIN served_stored_emails e ON e.id = p.stored_email_id
 		WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v JOIN embedding_profiles pr ON pr.id = v.profile_id
-		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND pr.model = $1)`, model).Scan(&n))
+		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND pr.model = $1)
+		  AND NOT EXISTS (SELECT 1 FROM passage_refusals r JOIN embedding_profiles pr ON pr.id = r.profile_id
+		                  WHERE r.stored_email_id = p.stored_email_id AND r.ordinal = p.ordinal AND pr.model = $1)`, model).Scan(&n))
 	return n
 }
 

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 )
 
 // errStreamAbandoned ends the body fetch of a stream whose batch no longer
@@ -41,6 +42,15 @@ type bodyStream struct {
 	meta      []imapx.MessageMetadata
 	metaAt    time.Time
 	metaErr   error
+	// identities are the server's identities of the batch's messages
+	// (FetchIdentities), read with the metadata; nil where the server
+	// names none. With identities the stream asks for no content before
+	// the batch has said (decide) which messages it already holds.
+	// planned is closed once the stream knows what it asks for (cutAt
+	// included).
+	identities map[uint32]imapx.MessageIdentity
+	decision   chan map[uint32]mailstore.SharedEmail
+	planned    chan struct{}
 	// bodies carries the messages read, in the order the server sent them;
 	// it is closed when the fetch has ended. Then requested and err are
 	// set: the UIDs whose content was asked for, and the fetch's failure.
@@ -59,6 +69,7 @@ type bodyStream struct {
 	following       []uint32
 	followingRead   bool
 	followingMeta   []imapx.MessageMetadata
+	followingIDs    map[uint32]imapx.MessageIdentity
 	followingMetaAt time.Time
 	followingErr    error
 
@@ -80,6 +91,8 @@ func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *
 	s := &bodyStream{
 		first:     uids[0],
 		metaReady: make(chan struct{}),
+		decision:  make(chan map[uint32]mailstore.SharedEmail, 1),
+		planned:   make(chan struct{}),
 		bodies:    make(chan imapx.Body, 16),
 		following: following,
 		budget:    semaphore.NewWeighted(p.lim.ReadAheadBytes),
@@ -96,26 +109,63 @@ func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *
 		s.read(ctx, p, uids, from)
 		if s.metaErr == nil && s.err == nil && s.cutAt == 0 && len(following) > 0 && quit.Err() == nil {
 			s.followingMetaAt = time.Now()
-			s.followingMeta, s.followingErr = p.sess.FetchMetadata(ctx, following)
+			s.followingMeta, s.followingIDs, s.followingErr = p.readMetadata(ctx, following)
 			s.followingRead = true
 		}
 	}()
 	return s
 }
 
+// readMetadata reads uids' metadata and, where the server names its
+// messages, their identities.
+func (p *pass) readMetadata(ctx context.Context, uids []uint32) ([]imapx.MessageMetadata, map[uint32]imapx.MessageIdentity, error) {
+	meta, err := p.sess.FetchMetadata(ctx, uids)
+	if err != nil || p.sess.IdentityScheme() == imapx.NoIdentity {
+		return meta, nil, err
+	}
+	ids, err := p.sess.FetchIdentities(ctx, uids)
+	return meta, ids, err
+}
+
+// decide tells the stream which of its messages are already stored
+// (their content is not asked for); the batch calls it once, after
+// metadata, also when it fails (nil).
+func (s *bodyStream) decide(shared map[uint32]mailstore.SharedEmail) {
+	s.decision <- shared
+}
+
 // read reads uids' metadata (or takes it from from) and content, and
 // closes bodies.
 func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bodyStream) {
 	defer close(s.bodies)
+	planned := false
+	defer func() {
+		if !planned {
+			close(s.planned)
+		}
+	}()
 	if from != nil && from.followingRead && len(from.following) > 0 && from.following[0] == uids[0] {
-		s.meta, s.metaAt, s.metaErr = from.followingMeta, from.followingMetaAt, from.followingErr
+		s.meta, s.identities, s.metaAt, s.metaErr = from.followingMeta, from.followingIDs, from.followingMetaAt, from.followingErr
 	} else {
 		s.metaAt = time.Now()
-		s.meta, s.metaErr = p.sess.FetchMetadata(ctx, uids)
+		s.meta, s.identities, s.metaErr = p.readMetadata(ctx, uids)
 	}
 	if s.metaErr != nil {
 		close(s.metaReady)
 		return
+	}
+	close(s.metaReady)
+	var shared map[uint32]mailstore.SharedEmail
+	if len(s.identities) > 0 {
+		// Only the batch can ask the database which of them are stored,
+		// once its previous batch has committed: on a server that names
+		// its messages, content is read ahead no further than that.
+		select {
+		case shared = <-s.decision:
+		case <-s.quit.Done():
+			s.err = errStreamAbandoned
+			return
+		}
 	}
 	size := make(map[uint32]int64, len(s.meta))
 	for _, m := range s.meta {
@@ -124,7 +174,7 @@ func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bod
 	fetch := make([]uint32, 0, len(uids))
 	for _, u := range uids {
 		sz, ok := size[u]
-		if !ok || sz > p.lim.MaxRawMimeBytes {
+		if _, held := shared[u]; !ok || held || sz > p.lim.MaxRawMimeBytes {
 			continue
 		}
 		if p.lim.MaxDownloadBytes > 0 && (p.cut || sz > p.allowance) {
@@ -138,8 +188,9 @@ func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bod
 		p.requested += sz
 		fetch = append(fetch, u)
 	}
-	close(s.metaReady)
 	s.requested = slices.Clone(fetch)
+	planned = true
+	close(s.planned)
 	for len(fetch) > 0 {
 		if s.quit.Err() != nil {
 			// Abandoned: nothing more is asked for.

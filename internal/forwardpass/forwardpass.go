@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -73,6 +74,12 @@ type Session interface {
 	// reconciliation cycle's sequence only where it is not imapx.Plain, as
 	// a server may report one it does not advertise CONDSTORE for.
 	ReconcileMode() imapx.ReconcileMode
+	// IdentityScheme and FetchIdentities are how the server names a
+	// message across folders (X-GM-MSGID, EMAILID): a message whose
+	// identity is already stored is recorded as an occurrence of that
+	// email, and its content is not fetched again.
+	IdentityScheme() imapx.IdentityScheme
+	FetchIdentities(ctx context.Context, uids []uint32) (map[uint32]imapx.MessageIdentity, error)
 }
 
 // MaxWithheldPasses is how many passes a message the server lists but
@@ -224,6 +231,10 @@ type Report struct {
 	// asked the server for, what was read ahead and dropped included:
 	// what a provider's download limit counts.
 	RequestedBytes int64 `json:"requested_bytes"`
+	// Shared counts the occurrences recorded as another occurrence of an
+	// email already stored, by the server's identity of the message
+	// (X-GM-MSGID, EMAILID): nothing of their content was fetched.
+	Shared int `json:"shared,omitempty"`
 	// CarriedByMailFathom counts discoveries a relocation of MailFathom's
 	// own placed: the existing stored email was carried onto them, with no
 	// fetch and no new row. CopiedByMailFathom counts the copies it
@@ -277,6 +288,11 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 			p.after = 0
 			rep.ProgressReset = true
 			logger.WarnContext(ctx, "folder UIDVALIDITY changed; its progress starts over")
+			// The new space is stored as one of its own, also where the
+			// server names its messages as it named the old ones.
+			if _, err := mailstore.ReleaseServerIdentities(ctx, db, binding.ID, state.UIDValidity); err != nil {
+				return rep, err
+			}
 		}
 	}
 	// A window asks a server that advertises no CONDSTORE without
@@ -592,6 +608,7 @@ func (p *pass) storeBatch(ctx context.Context, batch, next, after []uint32) erro
 	p.rep.Bytes += c.bytes
 	p.rep.ExpungedBeforeFetch += c.expungedBeforeFetch
 	p.rep.Withheld += c.withheld
+	p.rep.Shared += c.shared
 	return err
 }
 
@@ -600,6 +617,7 @@ func (p *pass) storeBatch(ctx context.Context, batch, next, after []uint32) erro
 type counts struct {
 	stored, unreadable, oversized, vanished int
 	expungedBeforeFetch, withheld           int
+	shared                                  int
 	bytes                                   int64
 }
 
@@ -656,6 +674,26 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	if err != nil {
 		return err
 	}
+	// The emails the server's identities already name: their occurrences
+	// are recorded without content, and the stream asks for none of it.
+	shared, err := p.sharedEmails(ctx, s.identities)
+	if err != nil {
+		s.decide(nil)
+		return err
+	}
+	// A message the batch holds under two UIDs (a server may name two
+	// copies in one folder as one message) is fetched once: the later
+	// UIDs are written as its occurrences once the batch has committed.
+	repeats := p.repeatedIdentities(batch, s.identities, shared)
+	skip := maps.Clone(shared)
+	for u := range repeats {
+		if skip == nil {
+			skip = map[uint32]mailstore.SharedEmail{}
+		}
+		skip[u] = mailstore.SharedEmail{}
+	}
+	s.decide(skip)
+	<-s.planned
 	var spent *allowanceSpent
 	if s.cutAt != 0 {
 		// The stream asks for nothing from the message the allowance
@@ -685,8 +723,24 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	defer w.rollback(ctx)
 
 	for _, uid := range batch {
-		if m, ok := byUID[uid]; ok && m.Size > p.lim.MaxRawMimeBytes {
-			if err := w.write(ctx, p.occurrence(m, observed, nil, mailstore.ExceededSizeLimit)); err != nil {
+		m, ok := byUID[uid]
+		if !ok {
+			continue
+		}
+		if e, known := shared[uid]; known {
+			o := p.occurrence(m, observed, nil, e.Availability)
+			p.identify(&o, s.identities[uid])
+			o.SharedEmailID = e.ID
+			if err := w.write(ctx, o); err != nil {
+				return err
+			}
+			c.shared++
+			continue
+		}
+		if m.Size > p.lim.MaxRawMimeBytes {
+			o := p.occurrence(m, observed, nil, mailstore.ExceededSizeLimit)
+			p.identify(&o, s.identities[uid])
+			if err := w.write(ctx, o); err != nil {
 				return err
 			}
 			c.oversized++
@@ -696,7 +750,8 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	written := make(map[uint32]bool, len(byUID))
 	store := func(b imapx.Body) error {
 		m, ok := byUID[b.UID]
-		if !ok || written[b.UID] || m.Size > p.lim.MaxRawMimeBytes {
+		_, isShared := shared[b.UID]
+		if !ok || written[b.UID] || isShared || m.Size > p.lim.MaxRawMimeBytes {
 			// An answer for a UID this batch did not ask about or its join
 			// carried, or a second answer for one already written: writing
 			// it again on the other lane would wait on the first write's
@@ -706,12 +761,16 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 		written[b.UID] = true
 		if b.Exceeded {
 			c.oversized++
-			return w.write(ctx, p.occurrence(m, observed, nil, mailstore.ExceededSizeLimit))
+			o := p.occurrence(m, observed, nil, mailstore.ExceededSizeLimit)
+			p.identify(&o, s.identities[b.UID])
+			return w.write(ctx, o)
 		}
 		c.stored++
 		c.bytes += int64(len(b.Raw))
+		o := p.occurrence(m, observed, b.Raw, mailstore.Available)
+		p.identify(&o, s.identities[b.UID])
 		// The stream's copy is the body's alone: the writer keeps it.
-		if err := w.writeOwned(ctx, p.occurrence(m, observed, b.Raw, mailstore.Available)); err != nil {
+		if err := w.writeOwned(ctx, o); err != nil {
 			return err
 		}
 		if !w.lastReadable {
@@ -743,6 +802,12 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	if err := p.commitReadingAhead(ctx, w, s, next, after); err != nil {
 		return err
 	}
+	unheld, err := p.writeRepeats(ctx, repeats, byUID, s.identities, observed, c)
+	if err != nil {
+		return err
+	}
+	missing = append(missing, unheld...)
+	slices.Sort(missing)
 	if err := p.settleMissing(ctx, batch, missing, byUID, observed, c); err != nil || spent == nil {
 		return err
 	}
@@ -891,6 +956,126 @@ func (p *pass) occurrence(m imapx.MessageMetadata, observed time.Time, raw []byt
 		Raw:             raw,
 	}
 	return o
+}
+
+// identityKey is a server identity as stored: its scheme, then the
+// server's value, so an X-GM-MSGID and an EMAILID never meet.
+func identityKey(scheme imapx.IdentityScheme, id string) string {
+	return string(scheme) + ":" + id
+}
+
+// identify adds the server's identity and labels of the message to o.
+func (p *pass) identify(o *mailstore.Occurrence, id imapx.MessageIdentity) {
+	if id.EmailID == "" {
+		return
+	}
+	scheme := p.sess.IdentityScheme()
+	o.ServerEmailID = identityKey(scheme, id.EmailID)
+	if id.ThreadID != "" {
+		o.ServerThreadID = identityKey(scheme, id.ThreadID)
+	}
+	o.Labels = id.Labels
+}
+
+// sharedEmails returns, by UID, the stored emails that the server's
+// identities of the batch already name, read on the pass's own connection
+// (no write of the batch is in flight yet).
+func (p *pass) sharedEmails(ctx context.Context, ids map[uint32]imapx.MessageIdentity) (map[uint32]mailstore.SharedEmail, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	scheme := p.sess.IdentityScheme()
+	keys := make([]string, 0, len(ids))
+	for _, id := range ids {
+		keys = append(keys, identityKey(scheme, id.EmailID))
+	}
+	held, err := mailstore.EmailsByServerIdentity(ctx, p.db, p.binding.AccountID, keys)
+	if err != nil || len(held) == 0 {
+		return nil, err
+	}
+	out := make(map[uint32]mailstore.SharedEmail, len(held))
+	for uid, id := range ids {
+		if e, ok := held[identityKey(scheme, id.EmailID)]; ok {
+			out[uid] = e
+		}
+	}
+	return out, nil
+}
+
+// repeatedIdentities returns the UIDs of batch whose server identity an
+// earlier UID of the batch has, and no stored email holds yet.
+func (p *pass) repeatedIdentities(batch []uint32, ids map[uint32]imapx.MessageIdentity, shared map[uint32]mailstore.SharedEmail) map[uint32]bool {
+	if len(ids) < 2 {
+		return nil
+	}
+	var (
+		seen    = make(map[string]bool, len(ids))
+		repeats map[uint32]bool
+	)
+	for _, u := range batch {
+		id, ok := ids[u]
+		if _, held := shared[u]; !ok || held {
+			continue
+		}
+		if seen[id.EmailID] {
+			if repeats == nil {
+				repeats = map[uint32]bool{}
+			}
+			repeats[u] = true
+			continue
+		}
+		seen[id.EmailID] = true
+	}
+	return repeats
+}
+
+// writeRepeats writes the batch's repeated identities as occurrences of
+// the email the batch stored for them, after the batch committed. It
+// returns the UIDs whose email the batch did not store after all (its
+// first UID vanished or was withheld): their content was not fetched, so
+// they are settled as any message whose content did not arrive.
+func (p *pass) writeRepeats(ctx context.Context, repeats map[uint32]bool, byUID map[uint32]imapx.MessageMetadata,
+	ids map[uint32]imapx.MessageIdentity, observed time.Time, c *counts) ([]uint32, error) {
+	if len(repeats) == 0 {
+		return nil, nil
+	}
+	uids := slices.Sorted(maps.Keys(repeats))
+	var unheld []uint32
+	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
+		unheld = unheld[:0]
+		keys := make([]string, 0, len(uids))
+		scheme := p.sess.IdentityScheme()
+		for _, u := range uids {
+			keys = append(keys, identityKey(scheme, ids[u].EmailID))
+		}
+		held, err := mailstore.EmailsByServerIdentity(ctx, tx, p.binding.AccountID, keys)
+		if err != nil {
+			return err
+		}
+		for i, u := range uids {
+			m, ok := byUID[u]
+			if !ok {
+				continue
+			}
+			e, ok := held[keys[i]]
+			if !ok {
+				unheld = append(unheld, u)
+				continue
+			}
+			o := p.occurrence(m, observed, nil, e.Availability)
+			p.identify(&o, ids[u])
+			o.SharedEmailID = e.ID
+			if _, err := searchindex.WriteOccurrence(ctx, tx, o, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.shared += len(uids) - len(unheld)
+	return unheld, nil
 }
 
 // below keeps the UIDs under uidNext: mail that arrived after the folder

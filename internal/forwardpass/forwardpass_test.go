@@ -105,6 +105,13 @@ func (s *answerTwiceSession) ExistingUIDs(_ context.Context, uids []uint32) ([]u
 // ReconcileMode reports a server without modification sequences.
 func (s *answerTwiceSession) ReconcileMode() imapx.ReconcileMode { return imapx.Plain }
 
+// IdentityScheme reports a server that does not name its messages.
+func (s *answerTwiceSession) IdentityScheme() imapx.IdentityScheme { return imapx.NoIdentity }
+
+func (s *answerTwiceSession) FetchIdentities(context.Context, []uint32) (map[uint32]imapx.MessageIdentity, error) {
+	return nil, nil
+}
+
 func (s *answerTwiceSession) Recover(ctx context.Context) (imapx.FolderState, error) {
 	return s.Examine(ctx, "")
 }

@@ -386,6 +386,13 @@ func (s *ingestSession) ExistingUIDs(_ context.Context, uids []uint32) ([]uint32
 // ReconcileMode reports a server without modification sequences.
 func (s *ingestSession) ReconcileMode() imapx.ReconcileMode { return imapx.Plain }
 
+// IdentityScheme reports a server that does not name its messages.
+func (s *ingestSession) IdentityScheme() imapx.IdentityScheme { return imapx.NoIdentity }
+
+func (s *ingestSession) FetchIdentities(context.Context, []uint32) (map[uint32]imapx.MessageIdentity, error) {
+	return nil, nil
+}
+
 func (s *ingestSession) Recover(ctx context.Context) (imapx.FolderState, error) {
 	return s.Examine(ctx, "")
 }

@@ -247,6 +247,15 @@ func (w *writer) send(ctx context.Context, o mailstore.Occurrence, rec *searchin
 	if err != nil {
 		return err
 	}
+	if o.SharedEmailID != uuid.Nil {
+		// An occurrence of an email already stored: the email was
+		// offered for embedding when it was stored, and is not again.
+		w.dispatch(l, func() (uuid.UUID, error) {
+			_, err := p.Wait()
+			return uuid.Nil, err
+		})
+		return nil
+	}
 	w.dispatch(l, p.Wait)
 	return nil
 }
@@ -293,12 +302,46 @@ func (w *writer) retryGroup(ctx context.Context, err error) error {
 
 // replay writes the open group again and commits it.
 func (w *writer) replay(ctx context.Context) error {
+	if err := w.reshare(ctx); err != nil {
+		return err
+	}
 	for _, g := range w.group {
 		if err := w.send(ctx, g.o, g.rec); err != nil {
 			return err
 		}
 	}
 	return w.commitLanes(ctx)
+}
+
+// reshare turns the group's writes of a message another pass stored
+// meanwhile — the same server identity, which is what a conflict on it
+// means — into occurrences of that email: their content is dropped, and
+// the write again is one of an occurrence, so two folders' passes that
+// fetched one message at once store it once. It reads on the first lane,
+// whose transaction has been rolled back.
+func (w *writer) reshare(ctx context.Context) error {
+	var keys []string
+	for _, g := range w.group {
+		if g.o.ServerEmailID != "" && g.o.SharedEmailID == uuid.Nil {
+			keys = append(keys, g.o.ServerEmailID)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	held, err := mailstore.EmailsByServerIdentity(ctx, w.lanes[0].db, w.group[0].o.AccountID, keys)
+	if err != nil {
+		return err
+	}
+	for i := range w.group {
+		g := &w.group[i]
+		e, ok := held[g.o.ServerEmailID]
+		if !ok || g.o.SharedEmailID != uuid.Nil {
+			continue
+		}
+		g.o.SharedEmailID, g.o.Availability, g.o.Raw, g.o.Extracted, g.rec = e.ID, e.Availability, nil, nil, nil
+	}
+	return nil
 }
 
 // commitLanes reads every answer in flight and commits every lane.

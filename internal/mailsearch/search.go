@@ -339,7 +339,7 @@ func (s *Searcher) narrow(ctx context.Context, account, alias string, f *mailsto
 	keep.Accounts, keep.Account, keep.Alias = s.Accounts, account, alias
 	n := narrowing{sentSince: keep.SentSince, sentUntil: keep.SentUntil}
 	n.rest = keep.ReceivedSince != nil || keep.ReceivedUntil != nil || keep.From != "" || keep.To != "" ||
-		keep.HasAttachment != nil || keep.Unread != nil || keep.Flagged != nil
+		keep.HasAttachment != nil || keep.Unread != nil || keep.Flagged != nil || keep.Label != ""
 	if !n.rest && keep.SentSince == nil && keep.SentUntil == nil {
 		return narrowing{}, nil
 	}

@@ -326,7 +326,7 @@ func TestSearch(t *testing.T) {
 // TestAFilterNeverShrinksTheAnswer searches mail where the messages a
 // filter admits are outranked by many it does not: alice's older, longer
 // reports among bulk mail that matches the query exactly and is newer. A
-// search narrowed to alice's, by sender or by sending date, answers as
+// search narrowed to alice's, by sender, by sending date or by label, answers as
 // many as asked in every mode — for a filter admitting few messages
 // (searched alone) and many (each ranking searching deeper).
 func TestAFilterNeverShrinksTheAnswer(t *testing.T) {
@@ -353,15 +353,18 @@ func TestAFilterNeverShrinksTheAnswer(t *testing.T) {
 			for i := range tc.alice + tc.bulk {
 				from, sent, body := "Bulk <bulk@example.test>", time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Minute),
 					"harbour report"
+				labels := []string{`\Inbox`}
 				if i < tc.alice {
 					from, sent = "Alice <alice@example.test>", time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Minute)
+					labels = []string{`\Inbox`, "Docks"}
 					body = fmt.Sprintf("harbour report number %d from the dock office about cranes, winches and tides", i)
 				}
 				raw := []byte("From: " + from + "\r\nSubject: weekly\r\nDate: " + sent.Format(time.RFC1123Z) +
 					"\r\nContent-Type: text/plain\r\n\r\n" + body + "\r\n")
 				rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
 				id, err := searchindex.WriteOccurrence(ctx, tx, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
-					UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw}, &rec)
+					UIDValidity: 1, UID: uint32(i + 1), Size: int64(len(raw)), Availability: mailstore.Available, Raw: raw,
+					ServerEmailID: fmt.Sprintf("x-gm-msgid:%d", i+1), Labels: labels}, &rec)
 				require.NoError(t, err)
 				all = append(all, id)
 			}
@@ -391,7 +394,7 @@ func TestAFilterNeverShrinksTheAnswer(t *testing.T) {
 				alicesID[id] = true
 			}
 			until := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-			for _, filter := range []mailstore.EmailFilter{{From: "alice"}, {SentUntil: &until}} {
+			for _, filter := range []mailstore.EmailFilter{{From: "alice"}, {SentUntil: &until}, {Label: "docks"}} {
 				for _, mode := range mailsearch.Modes {
 					f := filter
 					res, err := searcher.Search(ctx, mailsearch.Request{Text: "harbour report", Mode: mode, Limit: 50, Filter: &f})

@@ -41,6 +41,25 @@ func (s *Session) FetchMetadata(ctx context.Context, uids []uint32) ([]imapx.Mes
 	return out, err
 }
 
+// IdentityScheme reports how the server names a message across folders;
+// it sends nothing.
+func (s *Session) IdentityScheme() imapx.IdentityScheme {
+	return s.s.IdentityScheme()
+}
+
+// FetchIdentities is imapx's identity FETCH (X-GM-MSGID, EMAILID) under
+// the retrieval pipeline (read-only; see
+// imapx.ReadSession.FetchIdentities).
+func (s *Session) FetchIdentities(ctx context.Context, uids []uint32) (map[uint32]imapx.MessageIdentity, error) {
+	var out map[uint32]imapx.MessageIdentity
+	err := s.retrieve(ctx, func(ctx context.Context, rs *imapx.ReadSession) error {
+		var err error
+		out, err = rs.FetchIdentities(ctx, uids)
+		return err
+	})
+	return out, err
+}
+
 // FetchBodies streams the bodies of uids with BODY.PEEK[] under the
 // retrieval pipeline, one message at a time, as imapx's FetchBodies does. An
 // attempt after a failed one asks only for the UIDs fn has not yet accepted,

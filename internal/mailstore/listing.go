@@ -38,6 +38,11 @@ type EmailFilter struct {
 	// the server, lack (Unread true) or carry \Seen, and carry (Flagged
 	// true) or lack \Flagged.
 	Unread, Flagged *bool
+	// Label keeps messages that carry it among the server's labels as last
+	// observed (Gmail's X-GM-LABELS: `\Inbox`, `\Important`, a user label),
+	// without regard to case, as Gmail compares them. A server without
+	// labels admits nothing by it.
+	Label string
 }
 
 // EmailCursor is the position after the last message of a page: listings
@@ -61,6 +66,10 @@ type EmailSummary struct {
 	Flagged    bool
 	// Attachments counts the parts classified as attachments.
 	Attachments int
+	// Labels are the server's labels of the message (Gmail's X-GM-LABELS:
+	// `\Inbox`, `\Important`, user labels) as last observed; nil where the
+	// server has none.
+	Labels []string
 }
 
 // summaryColumns selects an EmailSummary from served_stored_emails e
@@ -70,7 +79,7 @@ const summaryColumns = `e.id, a.account_key, f.alias, coalesce(e.subject, ''),
 	coalesce(e.received_at, e.internal_date, e.first_stored_at),
 	NOT EXISTS (SELECT 1 FROM unnest(e.remote_flags) fl WHERE lower(fl) = '\seen'),
 	EXISTS (SELECT 1 FROM unnest(e.remote_flags) fl WHERE lower(fl) = '\flagged'),
-	e.attachment_count`
+	e.attachment_count, e.remote_labels`
 
 // summaryFrom is the FROM clause summaryColumns reads.
 const summaryFrom = `served_stored_emails e
@@ -82,7 +91,7 @@ const summaryFrom = `served_stored_emails e
 func scanSummary(row pgx.CollectableRow) (EmailSummary, error) {
 	var s EmailSummary
 	err := row.Scan(&s.ID, &s.Account, &s.Alias, &s.Subject, &s.From, &s.FromName, &s.SentAt, &s.ReceivedAt,
-		&s.Unread, &s.Flagged, &s.Attachments)
+		&s.Unread, &s.Flagged, &s.Attachments, &s.Labels)
 	return s, err
 }
 
@@ -137,6 +146,9 @@ func (f EmailFilter) where() (string, []any) {
 	}
 	if f.Flagged != nil {
 		conds = append(conds, `EXISTS (SELECT 1 FROM unnest(e.remote_flags) fl WHERE lower(fl) = '\flagged') = `+arg(*f.Flagged))
+	}
+	if f.Label != "" {
+		conds = append(conds, `EXISTS (SELECT 1 FROM unnest(e.remote_labels) l WHERE lower(l) = lower(`+arg(f.Label)+`))`)
 	}
 	return strings.Join(conds, "\n\t\t  AND "), args
 }

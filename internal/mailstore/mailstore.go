@@ -85,7 +85,7 @@ func conflict(format string, args ...any) error {
 	return &ConcurrencyConflictError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// The three unique constraints whose violation means another run got there
+// The unique constraints whose violation means another run got there
 // first: a concurrent first checkpoint of a folder, a concurrent binding of
 // an alias's generation, and the account row that a first binding creates
 // on its way (two runs of an account nothing has stored yet collide there
@@ -94,6 +94,9 @@ const (
 	constraintCheckpointKey = "synchronization_checkpoints_pkey"
 	constraintBindingKey    = "mail_folders_account_alias_generation_key"
 	constraintAccountKey    = "mailbox_accounts_account_key_key"
+	// constraintServerIdentity is the one holder per server identity: a
+	// pass that stored a message another pass stored first meanwhile.
+	constraintServerIdentity = "ux_stored_emails_server_identity"
 )
 
 // uniqueViolation is PostgreSQL's SQLSTATE for a unique violation.
@@ -101,7 +104,7 @@ const uniqueViolation = "23505"
 
 // IsConcurrencyConflict reports whether err means another run got there
 // first: an ErrConcurrencyConflict, or a unique violation of one of the
-// three constraints above. Every other unique violation is a failure.
+// constraints above. Every other unique violation is a failure.
 func IsConcurrencyConflict(err error) bool {
 	if err == nil {
 		return false
@@ -114,14 +117,14 @@ func IsConcurrencyConflict(err error) bool {
 }
 
 // conflictConstraint returns the name of the conflict constraint err
-// violated, if it is one of the three.
+// violated, if it is one of them.
 func conflictConstraint(err error) (string, bool) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
 		return "", false
 	}
 	switch pgErr.ConstraintName {
-	case constraintCheckpointKey, constraintBindingKey, constraintAccountKey:
+	case constraintCheckpointKey, constraintBindingKey, constraintAccountKey, constraintServerIdentity:
 		return pgErr.ConstraintName, true
 	}
 	return "", false

@@ -69,7 +69,7 @@ func ReadEmail(ctx context.Context, q Querier, accounts []string, id uuid.UUID) 
 		var e Email
 		s := &e.EmailSummary
 		err := row.Scan(&s.ID, &s.Account, &s.Alias, &s.Subject, &s.From, &s.FromName, &s.SentAt, &s.ReceivedAt,
-			&s.Unread, &s.Flagged, &s.Attachments,
+			&s.Unread, &s.Flagged, &s.Attachments, &s.Labels,
 			&e.MessageID, &e.InReplyTo, &e.References, &e.Availability, &e.TextSource, &e.Lossy, &e.Truncated, &e.Body)
 		return e, err
 	})

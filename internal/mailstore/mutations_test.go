@@ -295,11 +295,40 @@ func TestChangesOfMailFathomsOwn(t *testing.T) {
 	}
 	gone := func(ctx context.Context, t *testing.T, b *testBundle, d mailstore.Disposition) mailstore.ReconcileResult {
 		t.Helper()
-		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3}}, TakenAt: time.Now()}
+		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3, FolderID: b.inbox.ID, UIDValidity: 7}}, TakenAt: time.Now()}
 		r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, mailstore.ReconcileAnswer{Present: map[uint32]bool{}, Flags: map[uint32][]string{}}, d)
 		require.NoError(t, err)
 		return r
 	}
+
+	t.Run("AnAnswerAboutTheSourceIsNotAppliedToTheCarriedOccurrence", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		placed(ctx, t, b, mailstore.MutationRelocate, b.arch.ID)
+		// The source's window reads its occurrence; before it applies its
+		// answer, the destination's pass joins the placement and carries
+		// the row across. The answer — the source is gone — is about the
+		// source, not about the carried row.
+		w, err := mailstore.SelectReconcileWindow(ctx, b.pool, b.inbox.ID, 7, 10)
+		require.NoError(t, err)
+		require.Len(t, w.Entries, 1)
+		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			joined, err := mailstore.JoinPlacements(ctx, tx, b.arch.ID, 9, []uint32{40}, b.now)
+			require.Len(t, joined, 1)
+			return err
+		}))
+		for _, d := range []mailstore.Disposition{mailstore.EraseLocalCopy, mailstore.RetainTombstone} {
+			r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, mailstore.ReconcileAnswer{Present: map[uint32]bool{}, Flags: map[uint32][]string{}}, d)
+			require.NoError(t, err)
+			require.Zero(t, r.Gone(), d)
+		}
+		var folder, uid int64
+		var tombstoned bool
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT mail_folder_id, uid, remote_expunge_observed_at IS NOT NULL FROM stored_emails WHERE id = $1`, b.email).
+			Scan(&folder, &uid, &tombstoned))
+		require.Equal(t, []int64{b.arch.ID, 40}, []int64{folder, uid})
+		require.False(t, tombstoned, "the carried occurrence is served in the destination")
+	})
 
 	t.Run("RelocatedSourceLeavingIsNotATombstone", func(t *testing.T) {
 		t.Parallel()
@@ -469,8 +498,9 @@ func TestSeenAttribution(t *testing.T) {
 	t.Parallel()
 
 	type testBundle struct {
-		pool  *pgxpool.Pool
-		email uuid.UUID
+		pool   *pgxpool.Pool
+		email  uuid.UUID
+		folder int64
 	}
 	setup := func(t *testing.T, flags []string) (context.Context, *testBundle) {
 		t.Helper()
@@ -484,7 +514,7 @@ func TestSeenAttribution(t *testing.T) {
 		require.NoError(t, err)
 		_, err = pool.Exec(ctx, `UPDATE stored_emails SET remote_flags_observed_at = now() - interval '1 hour' WHERE id = $1`, id)
 		require.NoError(t, err)
-		return ctx, &testBundle{pool: pool, email: id}
+		return ctx, &testBundle{pool: pool, email: id, folder: inbox.ID}
 	}
 	// completed records a flag change of MailFathom's own, completed at
 	// completedAt.
@@ -500,7 +530,7 @@ func TestSeenAttribution(t *testing.T) {
 	}
 	observe := func(ctx context.Context, t *testing.T, b *testBundle, flags []string) mailstore.ReconcileResult {
 		t.Helper()
-		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3}}, TakenAt: time.Now()}
+		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3, FolderID: b.folder, UIDValidity: 7}}, TakenAt: time.Now()}
 		r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, mailstore.ReconcileAnswer{Present: map[uint32]bool{3: true}, Flags: map[uint32][]string{3: flags}}, mailstore.RetainTombstone)
 		require.NoError(t, err)
 		return r

@@ -60,6 +60,24 @@ type Occurrence struct {
 	// Extracted, optional and only with Raw, is what reading Raw found; it
 	// is stored on the same row by the same statement.
 	Extracted *Extracted
+
+	// ServerEmailID is the server's identity of the message with its
+	// scheme ("x-gm-msgid:…", "emailid:…"), "" when the server names none;
+	// ServerThreadID likewise for its thread.
+	ServerEmailID  string
+	ServerThreadID string
+	// Labels are the message's labels where the server has them (Gmail),
+	// nil where it has none. They are stored on the email, not the
+	// occurrence: on the holder when SharedEmailID is set.
+	Labels []string
+	// SharedEmailID, when set, is the stored email that already holds this
+	// occurrence's message (the same ServerEmailID, found by
+	// EmailsByServerIdentity): the occurrence is stored without content,
+	// extraction or search document, and with the holder's availability.
+	// The first write of a new identity leaves it nil and becomes the
+	// holder; the one that loses a race for that is a conflict
+	// (IsWriteConflict) and is written again once the holder is known.
+	SharedEmailID uuid.UUID
 }
 
 // ErrForeignFolder rejects an occurrence whose binding does not exist or
@@ -119,9 +137,9 @@ func buildUpsertOccurrenceSQL(extraction int) string {
 	// The raw MIME is the last parameter: pgx appends each parameter's
 	// encoding to one buffer, and a parameter after a large payload made
 	// that buffer grow again, copying the payload once more.
-	columns, values, updates, raw := "", "", "", "$16"
+	columns, values, updates, raw, identity := "", "", "", "$20", 16
 	if extraction != 0 {
-		raw = "$27"
+		raw, identity = "$31", 27
 		columns = `,
         mime_readable, mime_failure, extracted_at, received_at, in_reply_to, thread_references,
         attachment_count, attachment_decoded_bytes, inline_resource_count,
@@ -146,12 +164,15 @@ func buildUpsertOccurrenceSQL(extraction int) string {
         mime_failure  = CASE WHEN e.mime_readable THEN e.mime_failure ELSE excluded.mime_failure END,
         extracted_at  = CASE WHEN e.mime_readable THEN e.extracted_at ELSE now() END`
 	}
+	p := func(i int) string { return fmt.Sprintf("$%d", identity+i) }
 	sql := `
 WITH email AS (
     INSERT INTO stored_emails AS e (
         id, mailbox_account_id, mail_folder_id, uid_validity, uid, content_availability,
-        rfc822_size, internal_date, remote_flags, remote_flags_observed_at, subject, message_id, sent_at` + columns + `)
-    SELECT $1, f.mailbox_account_id, f.id, $4, $5, $6, $7, $8, $9, $15, $10, $11, $12` + values + `
+        rfc822_size, internal_date, remote_flags, remote_flags_observed_at, subject, message_id, sent_at,
+        server_email_id, server_thread_id, remote_labels, shared_email_id` + columns + `)
+    SELECT $1, f.mailbox_account_id, f.id, $4, $5, $6, $7, $8, $9, $15, $10, $11, $12,
+        ` + p(0) + `, ` + p(1) + `, CASE WHEN ` + p(3) + `::uuid IS NULL THEN ` + p(2) + `::text[] END, ` + p(3) + `::uuid` + values + `
     FROM mail_folders f
     WHERE f.id = $3 AND f.mailbox_account_id = $2
     ON CONFLICT ON CONSTRAINT stored_emails_occurrence_key DO UPDATE SET
@@ -168,11 +189,16 @@ WITH email AS (
         subject       = excluded.subject,
         message_id    = excluded.message_id,
         sent_at       = excluded.sent_at,
+        server_thread_id = coalesce(excluded.server_thread_id, e.server_thread_id),
+        remote_labels = CASE WHEN e.shared_email_id IS NULL THEN coalesce(excluded.remote_labels, e.remote_labels) END,
         updated_at    = now()` + updates + `
-    RETURNING e.id, (e.xmax = 0) AS inserted
+    RETURNING e.id, (e.xmax = 0) AS inserted, e.shared_email_id
+), holder_labels AS (
+    UPDATE stored_emails h SET remote_labels = ` + p(2) + `::text[]
+    FROM email WHERE h.id = email.shared_email_id AND ` + p(2) + `::text[] IS NOT NULL
 ), content AS (
     INSERT INTO email_message_contents AS c (stored_email_id, raw_mime, byte_length, sha256)
-    SELECT email.id, ` + raw + `, $13, $14 FROM email WHERE ` + raw + `::bytea IS NOT NULL
+    SELECT email.id, ` + raw + `, $13, $14 FROM email WHERE ` + raw + `::bytea IS NOT NULL AND email.shared_email_id IS NULL
     ON CONFLICT (stored_email_id) DO UPDATE SET
         raw_mime    = excluded.raw_mime,
         byte_length = excluded.byte_length,
@@ -306,7 +332,12 @@ func upsertOccurrenceStatement(o Occurrence) (string, []any, error) {
 		o.Size, optionalTime(o.InternalDate), flags, subject, messageID, sentAt,
 		length, digest, optionalTime(o.FlagsObservedAt),
 	}, extracted...)
-	args = append(args, o.Raw)
+	var labels []string
+	if o.Labels != nil {
+		labels = cleanTexts(o.Labels)
+	}
+	shared := pgtype.UUID{Bytes: o.SharedEmailID, Valid: o.SharedEmailID != uuid.Nil}
+	args = append(args, optionalText(o.ServerEmailID), optionalText(o.ServerThreadID), labels, shared, o.Raw)
 	return sql, args, nil
 }
 
@@ -327,6 +358,12 @@ func validateOccurrence(o Occurrence) error {
 		return fmt.Errorf("mailstore: upsert occurrence %s: UIDVALIDITY and UID must be at least 1", id)
 	case o.Size < 0:
 		return fmt.Errorf("mailstore: upsert occurrence %s: negative size", id)
+	case o.SharedEmailID != uuid.Nil && o.ServerEmailID == "":
+		return fmt.Errorf("mailstore: upsert occurrence %s: shared with a stored email without a server identity", id)
+	case o.SharedEmailID != uuid.Nil && (o.Raw != nil || o.Extracted != nil):
+		return fmt.Errorf("mailstore: upsert occurrence %s: content given for an occurrence whose email holds it", id)
+	case o.SharedEmailID != uuid.Nil:
+		return nil // the holder's availability, whatever it is
 	}
 	switch o.Availability {
 	case Available:

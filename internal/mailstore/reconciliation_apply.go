@@ -18,7 +18,10 @@ const (
 	// observed; every mailbox query excludes it from then on.
 	RetainTombstone Disposition = "RetainTombstone"
 	// EraseLocalCopy removes the row, and with it (ON DELETE CASCADE) the
-	// raw MIME, the search document, participants and attachments.
+	// raw MIME, the search document, participants and attachments. An
+	// email another occurrence still shows (the same server identity in
+	// another folder) is not erased: its own occurrence is tombstoned, and
+	// the email is erased with the last occurrence that leaves.
 	EraseLocalCopy Disposition = "EraseLocalCopy"
 )
 
@@ -29,6 +32,10 @@ type ReconcileAnswer struct {
 	// Flags are the UIDs the server described, with their flags. A UID
 	// present but not described keeps its stored flags.
 	Flags map[uint32][]string
+	// Labels are the labels the server described with the flags (Gmail's
+	// X-GM-LABELS), stored on the email; a UID without an entry keeps its
+	// stored labels.
+	Labels map[uint32][]string
 }
 
 // ReconcileResult counts what ApplyReconciliation did.
@@ -96,9 +103,17 @@ func (r *ReconcileResult) Add(o ReconcileResult) {
 }
 
 type reconcileItem struct {
-	ID    uuid.UUID `json:"id"`
-	Kind  string    `json:"kind"`
-	Flags []string  `json:"flags"`
+	ID uuid.UUID `json:"id"`
+	// Folder, UIDValidity and UID are where the answer is about: it is
+	// applied to the row only while the row is still that occurrence.
+	Folder      int64    `json:"folder"`
+	UIDValidity int64    `json:"uid_validity"`
+	UID         int64    `json:"uid"`
+	Kind        string   `json:"kind"`
+	Flags       []string `json:"flags"`
+	Labels      []string `json:"labels,omitempty"`
+	// HasLabels tells an empty label list (every label removed) from none.
+	HasLabels bool `json:"has_labels,omitempty"`
 }
 
 // ApplyReconciliation writes the answer for window w in one statement. Every write is
@@ -117,11 +132,15 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 			if flags == nil {
 				flags = []string{}
 			}
-			items = append(items, reconcileItem{ID: e.ID, Kind: "flags", Flags: flags})
+			item := reconcileItem{ID: e.ID, Folder: e.FolderID, UIDValidity: int64(e.UIDValidity), UID: int64(e.UID), Kind: "flags", Flags: flags}
+			if labels, ok := a.Labels[e.UID]; ok {
+				item.Labels, item.HasLabels = cleanTexts(labels), true
+			}
+			items = append(items, item)
 		case a.Present[e.UID]:
-			items = append(items, reconcileItem{ID: e.ID, Kind: "present"})
+			items = append(items, reconcileItem{ID: e.ID, Folder: e.FolderID, UIDValidity: int64(e.UIDValidity), UID: int64(e.UID), Kind: "present"})
 		default:
-			items = append(items, reconcileItem{ID: e.ID, Kind: "gone"})
+			items = append(items, reconcileItem{ID: e.ID, Folder: e.FolderID, UIDValidity: int64(e.UIDValidity), UID: int64(e.UID), Kind: "gone"})
 		}
 	}
 	if len(items) == 0 {
@@ -134,13 +153,40 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 	var r ReconcileResult
 	err = q.QueryRow(ctx, `
 		WITH input AS (
-			SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id uuid, kind text, flags text[])
+			SELECT * FROM jsonb_to_recordset($1::jsonb)
+				AS x(id uuid, folder bigint, uid_validity bigint, uid bigint, kind text, flags text[], labels text[], has_labels boolean)
 		),
+		-- A row is answered for only while it is the occurrence the window
+		-- asked about: one a relocation's join carried to its destination
+		-- meanwhile is that occurrence no more.
 		current AS (
-			SELECT e.id, i.kind, i.flags
+			SELECT e.id, i.kind, i.flags, e.shared_email_id,
+			       CASE WHEN i.has_labels THEN coalesce(i.labels, '{}') END AS labels
 			FROM input i JOIN stored_emails e ON e.id = i.id
+			 AND e.mail_folder_id = i.folder AND e.uid_validity = i.uid_validity AND e.uid = i.uid
 			WHERE e.remote_expunge_observed_at IS NULL
 			  AND (e.remote_flags_observed_at IS NULL OR e.remote_flags_observed_at <= $3)
+		),
+		-- An email whose own occurrence leaves while another occurrence of
+		-- it lives is kept: it is tombstoned, never erased.
+		still_shown AS (
+			SELECT c.id FROM current c
+			WHERE c.kind = 'gone' AND c.shared_email_id IS NULL AND EXISTS (
+				SELECT 1 FROM stored_emails o
+				WHERE o.shared_email_id = c.id AND o.remote_expunge_observed_at IS NULL
+				  AND o.id NOT IN (SELECT id FROM current WHERE kind = 'gone'))
+		),
+		-- The email of an occurrence erased here, when that was the last
+		-- occurrence showing it: erased with it.
+		last_shown AS (
+			SELECT DISTINCT c.shared_email_id AS id FROM current c
+			JOIN stored_emails h ON h.id = c.shared_email_id
+			WHERE c.kind = 'gone' AND $4 = 'EraseLocalCopy'
+			  AND h.remote_expunge_observed_at IS NOT NULL AND h.remote_expunge_reason IS DISTINCT FROM 'RelocatedByMailFathom'
+			  AND NOT EXISTS (
+				SELECT 1 FROM stored_emails o
+				WHERE o.shared_email_id = h.id AND o.remote_expunge_observed_at IS NULL
+				  AND o.id NOT IN (SELECT id FROM current WHERE kind = 'gone'))
 		),
 		authored AS (
 			SELECT DISTINCT ON (c.id) c.id, m.id AS mutation_id, m.mutation,
@@ -182,18 +228,32 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 		),
 		authored_hidden AS (
 			UPDATE stored_emails e SET remote_expunge_observed_at = $2, remote_expunge_reason = 'DeletedByMailFathom', updated_at = $2
-			FROM authored a WHERE e.id = a.id AND a.mutation = 'Delete' AND $4 = 'RetainTombstone'
+			FROM authored a WHERE e.id = a.id AND a.mutation = 'Delete'
+			  AND ($4 = 'RetainTombstone' OR a.id IN (SELECT id FROM still_shown))
 			RETURNING e.id
 		),
 		authored_erased AS (
 			DELETE FROM stored_emails e USING authored a
 			WHERE e.id = a.id AND a.mutation = 'Delete' AND $4 = 'EraseLocalCopy'
+			  AND a.id NOT IN (SELECT id FROM still_shown)
 			RETURNING e.id
 		),
 		refreshed AS (
-			UPDATE stored_emails e SET remote_flags = c.flags, remote_flags_observed_at = $2, updated_at = $2
+			UPDATE stored_emails e SET remote_flags = c.flags, remote_flags_observed_at = $2, updated_at = $2,
+			       remote_labels = CASE WHEN c.shared_email_id IS NULL THEN coalesce(c.labels, e.remote_labels) END
 			FROM current c WHERE e.id = c.id AND c.kind = 'flags'
 			RETURNING e.id
+		),
+		-- Labels belong to the email: an occurrence that shares one writes
+		-- them on its holder (unless the holder is itself in this window).
+		holder_labeled AS (
+			UPDATE stored_emails h SET remote_labels = l.labels, updated_at = $2
+			FROM (SELECT DISTINCT ON (c.shared_email_id) c.shared_email_id AS id, c.labels
+			      FROM current c WHERE c.kind = 'flags' AND c.labels IS NOT NULL AND c.shared_email_id IS NOT NULL
+			        AND c.shared_email_id NOT IN (SELECT id FROM current)
+			      ORDER BY c.shared_email_id) l
+			WHERE h.id = l.id
+			RETURNING h.id
 		),
 		confirmed AS (
 			UPDATE stored_emails e SET remote_flags_observed_at = $2
@@ -202,15 +262,20 @@ func ApplyReconciliation(ctx context.Context, q Querier, w ReconcileWindow, a Re
 		),
 		tombstoned AS (
 			UPDATE stored_emails e SET remote_expunge_observed_at = $2, updated_at = $2
-			FROM current c WHERE e.id = c.id AND c.kind = 'gone' AND $4 = 'RetainTombstone'
+			FROM current c WHERE e.id = c.id AND c.kind = 'gone'
+			  AND ($4 = 'RetainTombstone' OR c.id IN (SELECT id FROM still_shown))
 			  AND c.id NOT IN (SELECT id FROM authored)
 			RETURNING e.id
 		),
 		erased AS (
 			DELETE FROM stored_emails e USING current c
 			WHERE e.id = c.id AND c.kind = 'gone' AND $4 = 'EraseLocalCopy'
-			  AND c.id NOT IN (SELECT id FROM authored)
+			  AND c.id NOT IN (SELECT id FROM authored) AND c.id NOT IN (SELECT id FROM still_shown)
 			RETURNING e.id
+		),
+		erased_emails AS (
+			DELETE FROM stored_emails h USING last_shown l WHERE h.id = l.id
+			RETURNING h.id
 		)
 		SELECT (SELECT count(*) FROM refreshed), (SELECT count(*) FROM confirmed),
 		       (SELECT count(*) FROM tombstoned), (SELECT count(*) FROM erased),

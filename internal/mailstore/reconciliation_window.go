@@ -25,6 +25,11 @@ import (
 type WindowEntry struct {
 	ID  uuid.UUID
 	UID uint32
+	// FolderID and UIDValidity are where the occurrence was when the
+	// window read it: an answer is applied to it only while it is still
+	// there (a relocation's join may carry it to another folder meanwhile).
+	FolderID    int64
+	UIDValidity uint32
 }
 
 // ReconcileWindow is the occurrences one pass asks about.
@@ -123,13 +128,13 @@ func SelectNeverObserved(ctx context.Context, q Querier, folderID int64, uidVali
 // partial index, in index order, with no sort step.
 const (
 	selectObservedSQL = `
-		SELECT id, uid FROM stored_emails
+		SELECT id, uid, $1::bigint, $2::bigint FROM stored_emails
 		WHERE mail_folder_id = $1 AND uid_validity = $2
 		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NOT NULL
 		ORDER BY remote_flags_observed_at, uid
 		LIMIT $3`
 	selectNeverSQL = `
-		SELECT id, uid FROM stored_emails
+		SELECT id, uid, $1::bigint, $2::bigint FROM stored_emails
 		WHERE mail_folder_id = $1 AND uid_validity = $2
 		  AND remote_expunge_observed_at IS NULL AND remote_flags_observed_at IS NULL
 		ORDER BY uid
@@ -183,9 +188,9 @@ func collectWindow(rows pgx.Rows, err error) ([]WindowEntry, error) {
 	}
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WindowEntry, error) {
 		var e WindowEntry
-		var uid int64
-		err := r.Scan(&e.ID, &uid)
-		e.UID = uint32(uid)
+		var uid, uidValidity int64
+		err := r.Scan(&e.ID, &uid, &e.FolderID, &uidValidity)
+		e.UID, e.UIDValidity = uint32(uid), uint32(uidValidity)
 		return e, err
 	})
 	if err != nil {
@@ -209,7 +214,7 @@ func SelectOccurrencesIn(ctx context.Context, q Querier, folderID int64, uidVali
 	}
 	lo, hi := rangeBounds(ranges)
 	return collectWindow(q.Query(ctx, `
-		SELECT e.id, e.uid
+		SELECT e.id, e.uid, e.mail_folder_id, e.uid_validity
 		FROM unnest($3::bigint[], $4::bigint[]) AS r(lo, hi)
 		JOIN stored_emails e ON e.mail_folder_id = $1 AND e.uid_validity = $2 AND e.uid BETWEEN r.lo AND r.hi
 		WHERE e.remote_expunge_observed_at IS NULL
@@ -229,7 +234,7 @@ func SelectOccurrencesOutside(ctx context.Context, q Querier, folderID int64, ui
 			SELECT coalesce(range_agg(int8range(r.lo, r.hi, '[]')), '{}'::int8multirange) AS uids
 			FROM unnest($3::bigint[], $4::bigint[]) AS r(lo, hi)
 		)
-		SELECT e.id, e.uid FROM stored_emails e, found f
+		SELECT e.id, e.uid, e.mail_folder_id, e.uid_validity FROM stored_emails e, found f
 		WHERE e.mail_folder_id = $1 AND e.uid_validity = $2 AND e.remote_expunge_observed_at IS NULL
 		  AND NOT (e.uid <@ f.uids)
 		ORDER BY e.uid`, folderID, int64(uidValidity), lo, hi))

@@ -30,6 +30,7 @@ type filters struct {
 	HasAttachment *bool  `json:"has_attachment,omitempty" jsonschema:"only mail with (true) or without (false) attachments"`
 	Unread        *bool  `json:"unread,omitempty" jsonschema:"only unread (true) or read (false) mail, as last observed on the server"`
 	Flagged       *bool  `json:"flagged,omitempty" jsonschema:"only flagged (true) or unflagged (false) mail, as last observed on the server"`
+	Label         string `json:"label,omitempty" jsonschema:"only mail carrying this server label (Gmail: \\Inbox, \\Important or a user label), any case, as last observed on the server"`
 }
 
 // emailFilter checks f and returns the store's filter over the configured
@@ -41,7 +42,7 @@ func (s *server) emailFilter(ctx context.Context, f filters) (mailstore.EmailFil
 		return mailstore.EmailFilter{}, err
 	}
 	out := mailstore.EmailFilter{Accounts: s.accounts, Account: account, From: strings.TrimSpace(f.From), To: strings.TrimSpace(f.To),
-		HasAttachment: f.HasAttachment, Unread: f.Unread, Flagged: f.Flagged}
+		HasAttachment: f.HasAttachment, Unread: f.Unread, Flagged: f.Flagged, Label: strings.TrimSpace(f.Label)}
 	if f.Alias != "" {
 		if out.Alias, err = s.alias(ctx, account, f.Alias); err != nil {
 			return mailstore.EmailFilter{}, err
@@ -129,6 +130,7 @@ type emailOut struct {
 	Unread      bool       `json:"unread" jsonschema:"as last observed on the server"`
 	Flagged     bool       `json:"flagged" jsonschema:"as last observed on the server"`
 	Attachments int        `json:"attachments" jsonschema:"how many attachments it has"`
+	Labels      []string   `json:"labels,omitempty" jsonschema:"the server's labels of the message (Gmail), as last observed"`
 	// Score is a search's, comparable within one answer only.
 	Score *float64 `json:"score,omitempty" jsonschema:"the search's relevance, comparable within one answer only"`
 }
@@ -137,6 +139,7 @@ func emailOf(e mailstore.EmailSummary) emailOut {
 	return emailOut{
 		EmailID: e.ID.String(), Account: e.Account, Alias: e.Alias, Subject: e.Subject, From: e.From, FromName: e.FromName,
 		SentAt: e.SentAt, ReceivedAt: e.ReceivedAt.UTC(), Unread: e.Unread, Flagged: e.Flagged, Attachments: e.Attachments,
+		Labels: e.Labels,
 	}
 }
 
@@ -199,7 +202,7 @@ func (s *server) addEmailTools(srv *mcp.Server) {
 		Name:  "list_emails",
 		Title: "List emails",
 		Description: "Lists stored messages newest first, narrowed by account, folder alias, received or sent time, sender, recipient, " +
-			"attachments and unread or flagged state. Continue with next_cursor until it is absent; every message appears once.",
+			"attachments, unread or flagged state and server label (Gmail). Continue with next_cursor until it is absent; every message appears once.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.listEmails)
 	addTool(s, srv, &mcp.Tool{

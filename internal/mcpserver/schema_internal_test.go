@@ -55,6 +55,8 @@ func TestToolSchemas(t *testing.T) {
 	require.Contains(t, tools["search_emails"].Properties, "has_attachment", "the listing's filters are search's too")
 	require.Contains(t, tools["list_emails"].Properties, "cursor")
 	require.Contains(t, tools["list_emails"].Properties, "received_since")
+	require.Contains(t, tools["list_emails"].Properties, "label")
+	require.Contains(t, tools["search_emails"].Properties, "label", "the listing's filters are search's too")
 	require.ElementsMatch(t, []string{"email_id", "destination_alias"}, tools["move_email"].Required)
 	require.ElementsMatch(t, []string{"email_id"}, tools["delete_email"].Required)
 	require.Contains(t, tools["delete_email"].Properties, "request_id")

@@ -39,6 +39,7 @@ func TestUnansweredMoveSettles(t *testing.T) {
 		clock  *atomic.Pointer[time.Time]
 		opened *atomic.Int32
 		email  uuid.UUID
+		inbox  int64
 		move   mailstore.Mutation
 		issued time.Time
 	}
@@ -81,6 +82,7 @@ func TestUnansweredMoveSettles(t *testing.T) {
 		b.email, err = mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: inbox.ID, UIDValidity: 7, UID: 3,
 			Size: 1, Raw: []byte("x"), Availability: mailstore.Available})
 		require.NoError(t, err)
+		b.inbox = inbox.ID
 		// What the stages records of a MOVE whose answer never came: the
 		// placement issued on the Move path, and its unknown outcome.
 		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -103,7 +105,7 @@ func TestUnansweredMoveSettles(t *testing.T) {
 	// the answer: present, or gone.
 	window := func(ctx context.Context, t *testing.T, b *testBundle, present bool) mailstore.ReconcileResult {
 		t.Helper()
-		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3}}, TakenAt: time.Now()}
+		w := mailstore.ReconcileWindow{Entries: []mailstore.WindowEntry{{ID: b.email, UID: 3, FolderID: b.inbox, UIDValidity: 7}}, TakenAt: time.Now()}
 		r, err := mailstore.ApplyReconciliation(ctx, b.pool, w, mailstore.ReconcileAnswer{Present: map[uint32]bool{3: present}}, mailstore.RetainTombstone)
 		require.NoError(t, err)
 		return r

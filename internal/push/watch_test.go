@@ -587,6 +587,28 @@ func TestRunCatchesUpOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// TestRunCatchesUpAChangeReportedWithTheSubscription: a message that
+// arrives in the open folder between its EXAMINE and NOTIFY SET is
+// reported with NOTIFY's answer and never again, so the folder is caught
+// up although EXAMINE described it as its last pass left it.
+func TestRunCatchesUpAChangeReportedWithTheSubscription(t *testing.T) {
+	t.Parallel()
+	ctx, b := setupScript(t, &watchScript{examine: examineDescribed, idle: idleOK,
+		notify: func(c *imapscript.Conn, tag, line string) {
+			c.Send("* 4 EXISTS")
+			notifyDescribed(c, tag, line)
+		}})
+	b.observe(t, "INBOX", described)
+	b.observe(t, "ARCHIVE", described)
+	opts := b.opts
+	opts.Lifetime = 2 * time.Second
+	end, err := push.Run(ctx, b.account, b.lim, opts)
+	require.NoError(t, err, "logs:\n%s", b.logs.String())
+	require.Equal(t, push.End{Reason: push.Rearm}, end)
+	require.Equal(t, 1, b.queuedFor("INBOX"), "the open folder's change, reported with the subscription, is caught up; logs:\n%s", b.logs.String())
+	require.Zero(t, b.queuedFor("ARCHIVE"), "a folder as its last pass left it is left to the interval")
+}
+
 // TestRunDeclinedSubscriptionCostsItsBound: after a server declined a
 // subscription, only as many folders as a subscription names are watched
 // one connection each, and the rest are polled and logged, in

@@ -1,6 +1,8 @@
 package searchindex
 
 import (
+	"github.com/google/uuid"
+
 	"context"
 	"fmt"
 
@@ -71,6 +73,11 @@ func (e *Enrichment) Len() int { return e.n }
 func (e *Enrichment) Add(o mailstore.Occurrence, rec *Record) error {
 	if e.n > 0 && e.folderID != o.FolderID {
 		return fmt.Errorf("searchindex: enrichment of folder %d given an occurrence of folder %d", e.folderID, o.FolderID)
+	}
+	if o.SharedEmailID != uuid.Nil {
+		// An occurrence of an email already stored: the email has its
+		// search document and passages; the occurrence gets none.
+		return nil
 	}
 	e.folderID = o.FolderID
 	e.n++

@@ -143,7 +143,7 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 		floats[i] = v.Vector
 	}
 	ids, ords, digests := passageKeys(ps)
-	lists := assignLists(g, floats)
+	lists := assignListsExact(g, floats)
 	codes := make([][]byte, len(vs))
 	if len(vs[0].Vector) <= MaxCodedDimensions {
 		// A coded passage is never ranked by its signature.

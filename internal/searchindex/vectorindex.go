@@ -208,7 +208,8 @@ func (ix *VectorIndex) newestGeneration(ctx context.Context, q Querier, profile 
 }
 
 // assignLists returns each vector's list_id in g (0 for every one when g
-// is nil), on every core.
+// is nil), on every core, through the centroids' shortlist: how a build
+// assigns millions of passages in minutes.
 func assignLists(g *generation, vecs [][]float32) []int32 {
 	out := make([]int32, len(vecs))
 	if g == nil {
@@ -216,6 +217,23 @@ func assignLists(g *generation, vecs [][]float32) []int32 {
 	}
 	for i, n := range g.lists.assignAll(vecs) {
 		out[i] = g.listID(n)
+	}
+	return out
+}
+
+// assignListsExact is assignLists comparing every centroid: what a few
+// vectors written at a time (an embed job's) get. A new passage is then in
+// the list a query near it probes first, however little its signature
+// tells of its direction (a profile of few dimensions, mail unlike the
+// sample the lists were trained on); through the shortlist it could land
+// in a list no query near it probes.
+func assignListsExact(g *generation, vecs [][]float32) []int32 {
+	out := make([]int32, len(vecs))
+	if g == nil {
+		return out
+	}
+	for i, v := range vecs {
+		out[i] = g.listID(g.lists.nearestExact(v))
 	}
 	return out
 }

@@ -77,13 +77,7 @@ func (c *centroids) shortlist() int {
 func (c *centroids) nearest(v []float32, sig signBits) int {
 	k := c.shortlist()
 	if k == len(c.vecs) {
-		best, at := float32(math.Inf(-1)), 0
-		for i, cv := range c.vecs {
-			if d := dotFloats(v, cv); d > best {
-				best, at = d, i
-			}
-		}
-		return at
+		return c.nearestExact(v)
 	}
 	type near struct{ d, i int }
 	short := make([]near, 0, k)
@@ -156,6 +150,20 @@ func (c *centroids) assignAll(vs [][]float32) []int {
 	}
 	wg.Wait()
 	return out
+}
+
+// nearestExact returns the index of v's nearest centroid (the largest dot
+// product) among all of them: what nearest approximates through its
+// shortlist. It costs a dot product per centroid, which an embed job's
+// few hundred vectors afford and a build of millions does not.
+func (c *centroids) nearestExact(v []float32) int {
+	best, at := float32(math.Inf(-1)), 0
+	for i, cv := range c.vecs {
+		if d := dotFloats(v, cv); d > best {
+			best, at = d, i
+		}
+	}
+	return at
 }
 
 // trainCentroids runs spherical k-means over sample for k centroids: it

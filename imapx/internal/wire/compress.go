@@ -74,11 +74,19 @@ func (c *Conn) Compressed() bool { return c.compressed }
 //
 // Precondition: no command is running. Detach does not send anything.
 func (c *Conn) Detach() net.Conn {
-	buffered, _ := c.dec.r.Peek(c.dec.r.Buffered())
-	rest := append([]byte(nil), buffered...)
 	stream := c.rw
-	c.detached = true
+	rest := c.Handback()
 	return &prefixedConn{Conn: stream, r: io.MultiReader(bytes.NewReader(rest), stream)}
+}
+
+// Handback ends the Conn's use of its stream, as Detach does, and returns
+// the bytes it read past its last response, which are the next client's.
+//
+// Precondition: no command is running. Handback does not send anything.
+func (c *Conn) Handback() []byte {
+	buffered, _ := c.dec.r.Peek(c.dec.r.Buffered())
+	c.detached = true
+	return append([]byte(nil), buffered...)
 }
 
 // deflateConn is a stream with RFC 4978 compression: writes are deflated

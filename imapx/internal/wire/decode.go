@@ -130,6 +130,22 @@ type FetchAttrs struct {
 	HasUID    bool
 	HasFlags  bool
 	HasModSeq bool
+	// Identity is what the server says the message is, across its folders:
+	// X-GM-MSGID and X-GM-THRID (Gmail's IMAP extensions, in decimal) or
+	// EMAILID and THREADID (RFC 8474 §5.1 and §5.2).
+	Identity Identity
+	// Labels are the X-GM-LABELS of a Gmail message, as sent (system labels
+	// such as \Inbox keep their backslash); never nil when HasLabels.
+	Labels    []string
+	HasLabels bool
+}
+
+// Identity is a message's server-assigned identity. Either scheme fills
+// both fields or one of them; an empty field was not sent (or was NIL, as
+// RFC 8474 §5.2 allows for THREADID).
+type Identity struct {
+	EmailID  string
+	ThreadID string
 }
 
 // malformedError says which part of the grammar a response broke. It names

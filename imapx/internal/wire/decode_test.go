@@ -164,7 +164,7 @@ func TestDecodeSkipsWhatItDoesNotUse(t *testing.T) {
 	raw := "* 3 FETCH (UID 9 RFC822.SIZE 44 INTERNALDATE \"01-Jan-2024 10:00:00 +0000\" " +
 		"ENVELOPE (NIL \"subj\" ((\"a\" NIL \"b\" \"c\")) NIL NIL NIL NIL NIL NIL \"<id>\") " +
 		"BODY[HEADER.FIELDS (SUBJECT \"DATE\")]<0> {7}\r\nab)\r\n(\" " +
-		"BINARY[1] ~{3}\r\n\x00\x01\x02 X-GM-LABELS (\\Inbox \"a b\") FLAGS (\\Seen))\r\n" +
+		"BINARY[1] ~{3}\r\n\x00\x01\x02 X-FOO-ITEM (\\Inbox \"a b\") FLAGS (\\Seen))\r\n" +
 		"* LIST (\\HasNoChildren) \"/\" {5}\r\nR1 OK\r\n" +
 		"* METADATA unbalanced ( text {x}\r\n" +
 		"* 5 XFOO bar {3}\r\nabc tail\r\n" +

@@ -16,7 +16,7 @@
 //	st, err := c.Examine(ctx, timeout, path, condstore) // RFC 3501 §6.3.2, never SELECT
 //	err = c.UIDFetchFlags(ctx, timeout, q, handle)      // UID FETCH of FLAGS, UID, MODSEQ
 //	err = c.UIDSearch(ctx, timeout, set, handle)        // UID SEARCH UID <set>
-//	st, err := c.NotifySet(ctx, timeout, others, true)  // NOTIFY SET STATUS, RFC 5465 §3.1
+//	st, changed, err := c.NotifySet(ctx, timeout, others, true)  // NOTIFY SET STATUS, RFC 5465 §3.1
 //	changed, err := c.Idle(ctx, timeout, renewal)       // IDLE … DONE, RFC 2177 §3
 //	err = c.Compress(ctx, timeout)                      // COMPRESS DEFLATE, RFC 4978
 //	stream := c.Detach()                                // hand the (inflated) stream on

@@ -67,3 +67,9 @@ func (c *Conn) Examine(ctx context.Context, timeout time.Duration, path string, 
 	c.folder = path
 	return st, nil
 }
+
+// InFolder records that path is open on the connection: another client
+// of the same stream examined it, and lent the stream to this Conn
+// between two of its own commands (imapx's read session, for FETCH items
+// go-imap cannot parse). Nothing is sent.
+func (c *Conn) InFolder(path string) { c.folder = path }

@@ -17,14 +17,27 @@ const (
 	FetchUID   FetchItem = "UID"
 	// FetchModSeq is the message's mod-sequence (RFC 7162 §3.1.4).
 	FetchModSeq FetchItem = "MODSEQ"
+	// FetchEmailID and FetchThreadID are the server's identity of the
+	// message and of its thread (RFC 8474 §5.1, §5.2; OBJECTID).
+	FetchEmailID  FetchItem = "EMAILID"
+	FetchThreadID FetchItem = "THREADID"
+	// FetchGmailMsgID, FetchGmailThrID and FetchGmailLabels are Gmail's
+	// message identity, thread identity and labels (X-GM-EXT-1).
+	FetchGmailMsgID  FetchItem = "X-GM-MSGID"
+	FetchGmailThrID  FetchItem = "X-GM-THRID"
+	FetchGmailLabels FetchItem = "X-GM-LABELS"
 )
 
 // flagsFetchItems are the only FETCH data items UIDFetchFlags may ask
-// for. Each is answered from folder state, so none can
+// for. Each is answered from folder state (identities and labels too), so none can
 // set \Seen (RFC 3501 §6.4.5: only BODY[...] without .PEEK and RFC822,
 // RFC822.TEXT set it); a request naming anything else is refused before it
 // is sent.
-var flagsFetchItems = map[FetchItem]bool{FetchFlags: true, FetchUID: true, FetchModSeq: true}
+var flagsFetchItems = map[FetchItem]bool{
+	FetchFlags: true, FetchUID: true, FetchModSeq: true,
+	FetchEmailID: true, FetchThreadID: true,
+	FetchGmailMsgID: true, FetchGmailThrID: true, FetchGmailLabels: true,
+}
 
 // FlagsFetch is the question of one UIDFetchFlags.
 type FlagsFetch struct {
@@ -75,7 +88,8 @@ func (q FlagsFetch) args() (string, error) {
 	return b.String(), nil
 }
 
-// UIDFetchFlags runs one UID FETCH of flags, UIDs and mod-sequences in the
+// UIDFetchFlags runs one UID FETCH of flags, UIDs, mod-sequences,
+// server identities and labels in the
 // open folder (RFC 3501 §6.4.8), handing every untagged response to handle:
 // the FETCH responses (RespFetch), and with q.Vanished the VANISHED
 // (EARLIER) report (RespVanished), as well as whatever the server sends
@@ -83,7 +97,7 @@ func (q FlagsFetch) args() (string, error) {
 // the server rather than failing the command.
 //
 // It fetches no message content: a request naming an item other than
-// FetchFlags, FetchUID and FetchModSeq, a set with "*" other than
+// FetchFlags, FetchUID, FetchModSeq, the identities and X-GM-LABELS, a set with "*" other than
 // WholeFolder, or VANISHED without
 // CHANGEDSINCE is refused before anything is sent, and without an open
 // folder it is ErrNoFolder.

@@ -30,6 +30,12 @@ const notifyEvents = "(MessageNew MessageExpunge FlagChange)"
 // did not describe is missing. Without status the server reports nothing
 // until something changes, and the map is empty.
 //
+// A change in the open folder after Examine answered and before the
+// subscription took hold is reported with NOTIFY's own answer (RFC 3501
+// §7: EXISTS, EXPUNGE and FETCH go with any command's response), and then
+// never again: NotifySet reports whether one came (selectedChanged), so
+// the caller does not take the folder for what Examine said.
+//
 // A folder must be open (Examine); others may be empty. A server that
 // declines the subscription — it cannot watch that many folders, or not
 // these events (NOTIFICATIONOVERFLOW, BADEVENT, §5.7, §5.8) — answers NO
@@ -37,9 +43,9 @@ const notifyEvents = "(MessageNew MessageExpunge FlagChange)"
 //
 // NotifySet does not check that the server advertised NOTIFY; the caller
 // decides that from Caps.
-func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []string, status bool) (map[string]ExamineData, error) {
+func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []string, status bool) (described map[string]ExamineData, selectedChanged bool, err error) {
 	if c.folder == "" {
-		return nil, ErrNoFolder
+		return nil, false, ErrNoFolder
 	}
 	var b strings.Builder
 	b.WriteString("SET ")
@@ -54,7 +60,7 @@ func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []st
 		for i, p := range others {
 			name, err := encodeMailbox(p)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if i > 0 {
 				b.WriteByte(' ')
@@ -65,17 +71,22 @@ func (c *Conn) NotifySet(ctx context.Context, timeout time.Duration, others []st
 		b.WriteString(notifyEvents)
 		b.WriteString(")")
 	}
-	described := map[string]ExamineData{}
-	err := c.run(ctx, timeout, "NOTIFY", b.String(), func(r *Response) {
-		if status && r.Kind == RespMailboxStatus && r.Mailbox != "" {
-			described[r.Mailbox] = ExamineData{
-				UIDValidity: r.Items.UIDValidity, UIDNext: r.Items.UIDNext,
-				Exists: r.Items.Messages, HighestModSeq: r.Items.HighestModSeq,
+	described = map[string]ExamineData{}
+	err = c.run(ctx, timeout, "NOTIFY", b.String(), func(r *Response) {
+		switch r.Kind {
+		case RespMailboxStatus:
+			if status && r.Mailbox != "" {
+				described[r.Mailbox] = ExamineData{
+					UIDValidity: r.Items.UIDValidity, UIDNext: r.Items.UIDNext,
+					Exists: r.Items.Messages, HighestModSeq: r.Items.HighestModSeq,
+				}
 			}
+		case RespExists, RespExpunge, RespFetch, RespVanished:
+			selectedChanged = true
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return described, nil
+	return described, selectedChanged, nil
 }

@@ -1,0 +1,100 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
+	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+)
+
+// identityCounts are what one account's store holds: occurrence rows, raw
+// MIME rows, search documents, served emails.
+type identityCounts struct{ occurrences, contents, documents, served int }
+
+func (b *syncBundle) identityCounts(t *testing.T) identityCounts {
+	t.Helper()
+	var c identityCounts
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT (SELECT count(*) FROM stored_emails), (SELECT count(*) FROM email_message_contents),
+		       (SELECT count(*) FROM email_search_documents), (SELECT count(*) FROM served_stored_emails)`,
+	).Scan(&c.occurrences, &c.contents, &c.documents, &c.served))
+	return c
+}
+
+// TestCyrusCopyToASecondFolderIsStoredOnce: Cyrus offers OBJECTID, and a
+// message another client copies to a second configured folder keeps its
+// EMAILID there, so it is one stored email — one raw MIME, one search
+// document — with an occurrence in each folder, and the second folder's
+// pass fetches none of its content. When it leaves one folder it is still
+// served from the other; when it leaves both it is not.
+func TestCyrusCopyToASecondFolderIsStoredOnce(t *testing.T) {
+	t.Parallel()
+	for _, disposition := range []string{"RetainTombstone", "EraseLocalCopy"} {
+		t.Run(disposition, func(t *testing.T) {
+			t.Parallel()
+			b, u := setupCyrusSync(t, cyrus.Shared(t))
+			b.env["MAILFATHOM_ACCOUNTS_0_REMOTELY_DELETED_EMAIL_DISPOSITION"] = disposition
+			b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+			b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
+			b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "filed"
+			b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Filed"
+			u.CreateFolder("Filed")
+			var raws [][]byte
+			for i := range 3 {
+				raws = append(raws, mailgen.Message(52, i, 4000))
+			}
+			uids := appendAll(u, "INBOX", raws)
+			c := u.Dial()
+			_, err := c.Select("INBOX", nil).Wait()
+			require.NoError(t, err)
+			copied, err := c.Copy(imap.UIDSetNum(uids[0]), "Filed").Wait()
+			require.NoError(t, err)
+			require.NoError(t, c.Logout().Wait())
+			filed, _ := copied.DestUIDs.Nums()
+
+			b.start(t)
+			b.waitIdle(t)
+			require.Equal(t, identityCounts{occurrences: 4, contents: 3, documents: 3, served: 3}, b.identityCounts(t))
+			// Whichever folder's pass stored the message first, the other
+			// recorded its occurrence of it without asking for content.
+			out := map[string]map[string]any{"inbox": b.lastPassOutput(t, "INBOX"), "filed": b.lastPassOutput(t, "FILED")}
+			shared := 0
+			for _, o := range out {
+				if n, ok := o["shared"].(float64); ok {
+					shared += int(n)
+				}
+			}
+			require.Equal(t, 1, shared, "%v", out)
+			t.Logf("content bytes asked for: INBOX %v, Filed %v (the messages: %d, %d, %d bytes)",
+				out["inbox"]["requested_bytes"], out["filed"]["requested_bytes"], len(raws[0]), len(raws[1]), len(raws[2]))
+			require.Less(t, out["inbox"]["requested_bytes"].(float64)+out["filed"]["requested_bytes"].(float64),
+				float64(len(raws[0])+len(raws[1])+len(raws[2])+len(raws[0])), "the copy's content was not fetched twice")
+
+			// It leaves INBOX and stays in Filed: still served, still one.
+			u.Expunge("INBOX", uids[0])
+			b.runAgain(t)
+			b.runAgain(t)
+			got := b.identityCounts(t)
+			require.Equal(t, 3, got.served, "served while an occurrence lives")
+			require.Equal(t, 3, got.contents)
+			require.Equal(t, 3, got.documents)
+
+			// It leaves Filed too: no longer served.
+			u.Expunge("Filed", imap.UID(filed[0]))
+			b.runAgain(t)
+			b.runAgain(t)
+			got = b.identityCounts(t)
+			require.Equal(t, 2, got.served)
+			if disposition == "EraseLocalCopy" {
+				require.Equal(t, identityCounts{occurrences: 2, contents: 2, documents: 2, served: 2}, got)
+			} else {
+				require.Equal(t, 4, got.occurrences, "tombstones are kept")
+			}
+			assertUnseenOnCyrus(t, u, "INBOX")
+		})
+	}
+}
