@@ -20,6 +20,10 @@ import (
 // maxBackfillOffer bounds the messages one embedding backfill step offers.
 const maxBackfillOffer = 10_000
 
+// embeddingWalkLock keys the lock under which an embedding backfill step
+// counts the backlog's room and fills it.
+const embeddingWalkLock = "walk"
+
 // EmbeddingBackfillWorker runs one step of the embedding backfill
 // (jobs.EmbeddingBackfill): it offers the served messages whose passages
 // lack vectors under the active profile as far as the backlog has room,
@@ -60,6 +64,13 @@ func (w *EmbeddingBackfillWorker) Work(ctx context.Context, job *river.Job[jobs.
 	client := river.ClientFromContext[pgx.Tx](ctx)
 	offered, done, waiting := 0, false, false
 	err = pgx.BeginFunc(ctx, w.deps.Pool, func(tx pgx.Tx) error {
+		// Steps run on the embeddings queue, several at once: one at a
+		// time counts the room and fills it, so two never fill the same
+		// room twice. The lock is the walk's own, not the one an offer
+		// tries when it schedules a walk.
+		if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, embeddingWalkLock); err != nil {
+			return err
+		}
 		outstanding, err := jobqueue.OutstandingJobs(ctx, tx, jobs.EmbedEmail{}.Kind(), cfg.MaxBacklog)
 		if err != nil {
 			return err

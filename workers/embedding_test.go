@@ -16,6 +16,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -319,6 +320,41 @@ func TestEmbedding(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*), min(state::text) FROM river_job WHERE kind = 'embedding_backfill'`).Scan(&rows, &state))
 		require.Equal(t, 1, rows, "each step waiting for room is the same row; logs:\n%s", b.logs.String())
 		require.Equal(t, "scheduled", state)
+	})
+
+	t.Run("TwoStepsAtOnceFillTheRoomOnce", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setupSync(t)
+		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
+		b.storeUnextracted(t, 12, func(i int) []byte { return mailgen.Message(27, i, 1500) })
+		// The messages get their passages with no profile configured, so
+		// nothing offers them.
+		b.start(t)
+		b.waitIdle(t)
+		// Two steps due at once, on a queue of two workers, with room for
+		// three embed jobs of one message each; the provider never
+		// answers, so what they queue stays outstanding.
+		srv := withEmbedding(t, b, "test-model", 2)
+		srv.SetFault(embedtest.Fault{Kind: embedtest.Hang})
+		b.embedding.MaxBacklog, b.embedding.BatchSize = 3, 1
+		b.embeddingsUnwaited = true
+		client, err := jobqueue.NewInsertClient(b.pool)
+		require.NoError(t, err)
+		for range 2 {
+			_, err = client.Insert(ctx, jobs.EmbeddingBackfill{}, nil)
+			require.NoError(t, err)
+		}
+		b.start(t)
+		poll.UntilTrue(t, time.Minute, "both steps ran", func() bool {
+			var ran int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill'
+				AND (state IN ('completed', 'scheduled') OR (state = 'available' AND attempt > 0))`).Scan(&ran))
+			return ran >= 2
+		})
+		var queued int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email'`).Scan(&queued))
+		require.LessOrEqual(t, queued, 3, "the room is filled once; jobs:\n%s", b.jobHistory(t))
 	})
 
 	t.Run("RemovingAndAddingTheProfileBackLosesNothing", func(t *testing.T) {
