@@ -110,7 +110,23 @@ func (w *EmbeddingBackfillWorker) Work(ctx context.Context, job *river.Job[jobs.
 			next = jobs.EmbeddingBackfill{Profile: profile, After: uuid.Nil}
 			at = w.deps.Now().Add(interval)
 		default:
-			done = true
+			// Before the walk ends, every offer refused meanwhile has
+			// committed (it holds RefusedOffers shared until then): one
+			// that found this step waiting left its messages to it, and
+			// they may have been written after the walk read.
+			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, jobqueue.RefusedOffers); err != nil {
+				return err
+			}
+			late, err := searchindex.EmailsAwaitingVectors(ctx, tx, profile, uuid.Nil, 1)
+			if err != nil {
+				return err
+			}
+			if len(late) == 0 {
+				done = true
+				break
+			}
+			next = jobs.EmbeddingBackfill{Profile: profile, After: uuid.Nil}
+			at = w.deps.Now().Add(interval)
 		}
 		if !done {
 			// A step a refused offer scheduled meanwhile walks from the

@@ -6,18 +6,22 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
+	"github.com/mailfathom/mailfathom/mimex"
 )
 
 const craneReport = "From: Harbour Master <master@example.test>\r\n" +
@@ -355,6 +359,62 @@ func TestEmbedding(t *testing.T) {
 		var queued int
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email'`).Scan(&queued))
 		require.LessOrEqual(t, queued, 3, "the room is filled once; jobs:\n%s", b.jobHistory(t))
+	})
+
+	t.Run("AWalkEndsOnlyAfterTheOffersRefusedMeanwhile", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setupSync(t)
+		withEmbedding(t, b, "test-model", 1)
+		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
+		client, err := jobqueue.NewInsertClient(b.pool)
+		require.NoError(t, err)
+		b.start(t)
+		b.waitIdle(t)
+		// A step is waiting to walk, in a moment.
+		_, err = client.Insert(ctx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: time.Now().Add(3 * time.Second)})
+		require.NoError(t, err)
+		// A write group stores a message and its offer is refused; it finds
+		// the step waiting and leaves the message to it, then takes a while
+		// to commit.
+		accountID, err := mailstore.EnsureAccount(ctx, b.pool, "primary")
+		require.NoError(t, err)
+		var binding mailstore.Binding
+		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			binding, _, _, err = mailstore.CommitBinding(ctx, tx, accountID, "INBOX", "INBOX", "/")
+			return err
+		}))
+		group, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = group.Rollback(ctx) }()
+		raw := []byte(craneReport)
+		rec := searchindex.Extract(uuid.Nil, raw, mimex.DefaultLimits())
+		id, err := searchindex.WriteOccurrence(ctx, group, mailstore.Occurrence{AccountID: accountID, FolderID: binding.ID,
+			UIDValidity: 1, UID: 1, Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available}, &rec)
+		require.NoError(t, err)
+		refusing := embedding.Offer{Client: client, MaxBacklog: 0, BatchSize: 4, BackfillInterval: time.Hour}
+		require.NoError(t, refusing.Make(ctx, group, []uuid.UUID{id}))
+		var steps int
+		require.NoError(t, group.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill'`).Scan(&steps))
+		require.Equal(t, 2, steps, "the refused offer left the message to the waiting step (beside the walk the start ran)")
+
+		// The step walks before the group commits, and finds nothing.
+		poll.UntilTrue(t, time.Minute, "the step waits for the refused offer's transaction", func() bool {
+			var waiting int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting))
+			return waiting > 0
+		})
+		require.NoError(t, group.Commit(ctx))
+		poll.UntilTrue(t, time.Minute, "a walk is coming for the message", func() bool {
+			var coming int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill'
+				AND state IN ('available', 'scheduled')`).Scan(&coming))
+			return coming > 0
+		})
+		require.Eventually(t, func() bool {
+			b.makeDue(t, "embedding_backfill")
+			return b.awaiting(t, "test-model") == 0
+		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
 	})
 
 	t.Run("RemovingAndAddingTheProfileBackLosesNothing", func(t *testing.T) {

@@ -50,6 +50,12 @@ func (o Offer) Make(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
 		return err
 	}
 	if backlog >= o.MaxBacklog {
+		// A walk that is about to end waits for this transaction, so it
+		// cannot end without these messages (EnsureBackfill may have found
+		// that walk waiting, and left it to them).
+		if err := jobqueue.LockSchedulingShared(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, jobqueue.RefusedOffers); err != nil {
+			return err
+		}
 		o.Metrics.Offered(OfferRefused, len(ids))
 		if o.Logger != nil {
 			o.Logger.DebugContext(ctx, "embedding backlog full; offer refused", slog.Int("messages", len(ids)))

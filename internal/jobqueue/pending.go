@@ -31,6 +31,22 @@ func LockScheduling(ctx context.Context, tx pgx.Tx, namespace int32, key string)
 	return nil
 }
 
+// LockSchedulingShared is LockScheduling in shared mode: any number of
+// transactions hold it together, and LockScheduling on the same key waits
+// for all of them to end.
+func LockSchedulingShared(ctx context.Context, tx pgx.Tx, namespace int32, key string) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1, hashtext($2))", namespace, key); err != nil {
+		return fmt.Errorf("jobqueue: take the scheduling lock: %w", err)
+	}
+	return nil
+}
+
+// RefusedOffers keys the lock (namespace ScheduleEmbeddingBackfill) every
+// transaction whose embedding offer was refused holds shared, and a walk
+// of the embedding backfill that found nothing to offer takes exclusively
+// before it ends: it then sees every refused offer that was in flight.
+const RefusedOffers = "refused-offers"
+
 // Pending reports whether a job of kind other than exclude (0 for none) is
 // available, pending, retryable, running or scheduled. With accountKey set
 // only a job whose account_id argument normalizes to it counts (trimmed and
