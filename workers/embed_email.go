@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailfathom/mailfathom/internal/embedding"
+	"github.com/mailfathom/mailfathom/internal/forwardpass"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -240,7 +241,18 @@ func (d Dependencies) embeddingOffer(client *river.Client[pgx.Tx], logger *slog.
 	if d.Embedder == nil || client == nil {
 		return nil
 	}
-	return d.offer(client, logger).Make
+	o := d.offer(client, logger)
+	// One write group's transactions share the room the first counted:
+	// none sees the jobs another queued before they commit. The offers of
+	// one pass are made one after another, never at once.
+	var group any
+	var room embedding.Room
+	return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
+		if g := forwardpass.OfferGroup(ctx); g == nil || g != group {
+			group, room = g, embedding.Room{}
+		}
+		return o.MakeWithin(ctx, tx, ids, &room)
+	}
 }
 
 // offer is the process's embedding offer over client.

@@ -43,30 +43,59 @@ type Offer struct {
 	Logger *slog.Logger
 }
 
-// Make offers ids in tx.
+// Room is what the offers sharing it may still queue: the backlog is
+// counted by the first, and each takes its jobs from what is left. The
+// transactions of one write group share one, since none of them sees the
+// jobs another queued before they commit. The zero value is uncounted.
+type Room struct {
+	counted bool
+	left    int
+}
+
+// Make offers ids in tx, with a room of its own.
 func (o Offer) Make(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
-	backlog, err := jobqueue.OutstandingJobs(ctx, tx, jobs.EmbedEmail{}.Kind(), o.MaxBacklog)
-	if err != nil {
-		return err
-	}
-	if backlog >= o.MaxBacklog {
-		// A walk that is about to end waits for this transaction, so it
-		// cannot end without these messages (EnsureBackfill may have found
-		// that walk waiting, and left it to them).
-		if err := jobqueue.LockSchedulingShared(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, jobqueue.RefusedOffers); err != nil {
+	return o.MakeWithin(ctx, tx, ids, &Room{})
+}
+
+// MakeWithin offers ids in tx within room: it queues as many of their
+// embed jobs as the room holds, in order, and refuses the messages of the
+// rest — they are counted refused, and a walk of the embedding backfill is
+// made sure to come for them.
+func (o Offer) MakeWithin(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, room *Room) error {
+	if !room.counted {
+		backlog, err := jobqueue.OutstandingJobs(ctx, tx, jobs.EmbedEmail{}.Kind(), o.MaxBacklog)
+		if err != nil {
 			return err
 		}
-		o.Metrics.Offered(OfferRefused, len(ids))
-		if o.Logger != nil {
-			o.Logger.DebugContext(ctx, "embedding backlog full; offer refused", slog.Int("messages", len(ids)))
+		room.counted, room.left = true, o.MaxBacklog-backlog
+	}
+	queue := Jobs(ids, o.BatchSize)
+	n := min(len(queue), max(room.left, 0))
+	if n > 0 {
+		if _, err := o.Client.InsertManyTx(ctx, tx, queue[:n]); err != nil {
+			return fmt.Errorf("offer for embedding: %w", err)
 		}
-		return o.EnsureBackfill(ctx, tx)
+		room.left -= n
 	}
-	if _, err := o.Client.InsertManyTx(ctx, tx, Jobs(ids, o.BatchSize)); err != nil {
-		return fmt.Errorf("offer for embedding: %w", err)
+	accepted := min(len(ids), n*o.BatchSize)
+	if accepted > 0 {
+		o.Metrics.Offered(OfferAccepted, accepted)
 	}
-	o.Metrics.Offered(OfferAccepted, len(ids))
-	return nil
+	refused := len(ids) - accepted
+	if refused == 0 {
+		return nil
+	}
+	// A walk that is about to end waits for this transaction, so it
+	// cannot end without these messages (EnsureBackfill may have found
+	// that walk waiting, and left it to them).
+	if err := jobqueue.LockSchedulingShared(ctx, tx, jobqueue.ScheduleEmbeddingBackfill, jobqueue.RefusedOffers); err != nil {
+		return err
+	}
+	o.Metrics.Offered(OfferRefused, refused)
+	if o.Logger != nil {
+		o.Logger.DebugContext(ctx, "embedding backlog full; offer refused", slog.Int("messages", refused))
+	}
+	return o.EnsureBackfill(ctx, tx)
 }
 
 // EnsureBackfill makes sure, in tx, that an embedding backfill walk is

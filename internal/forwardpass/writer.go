@@ -360,9 +360,11 @@ func (w *writer) commitLanes(ctx context.Context) error {
 		return err
 	}
 	if w.offer != nil {
+		// The lanes' offers are one group's (OfferGroup).
+		gctx := context.WithValue(ctx, offerGroupKey{}, new(offerGroup))
 		for _, l := range w.lanes {
 			if l.tx != nil && len(l.stored) > 0 {
-				if err := w.offer(ctx, l.tx, l.stored); err != nil {
+				if err := w.offer(gctx, l.tx, l.stored); err != nil {
 					return err
 				}
 			}
@@ -407,4 +409,23 @@ func (w *writer) clearStored() {
 	for _, l := range w.lanes {
 		l.stored = l.stored[:0]
 	}
+}
+
+// offerGroup identifies one write group's offers.
+type offerGroup struct{ _ byte }
+
+type offerGroupKey struct{}
+
+// OfferGroup returns what identifies the write group whose offer ctx is
+// (Options.Offer): the offers of one group's transactions, made one after
+// another before any commits, return the same value, and another group's
+// return another; nil outside a group. An offer that bounds a backlog
+// shares its count across one group's transactions by it, since none of
+// them sees what another queued.
+func OfferGroup(ctx context.Context) any {
+	g, _ := ctx.Value(offerGroupKey{}).(*offerGroup)
+	if g == nil {
+		return nil
+	}
+	return g
 }
