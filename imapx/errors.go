@@ -219,6 +219,19 @@ func (e *CommandError) Error() string {
 // Identity implements failure.Named.
 func (e *CommandError) Identity() string { return "MailboxCommandRefused" }
 
+// IsFolderRefused reports whether err is or wraps the server's NO to
+// opening a folder (EXAMINE or SELECT, RFC 9051 §6.3.2 and §6.3.3): the
+// folder the caller named may have been deleted or renamed since it was
+// resolved, or it cannot be opened at all — which only a new listing can
+// tell apart. A throttling NO is not a refusal of the folder (AsThrottled).
+func IsFolderRefused(err error) bool {
+	if _, ok := AsThrottled(err); ok {
+		return false
+	}
+	cmdErr, ok := errors.AsType[*CommandError](err)
+	return ok && cmdErr.Status == "NO" && (cmdErr.Command == "EXAMINE" || cmdErr.Command == "SELECT")
+}
+
 // TransportError reports that the connection failed during an operation: it
 // was dropped or closed, timed out, or the response stream could not be
 // parsed. It is transient. The connection is unusable afterwards; Recover

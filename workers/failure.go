@@ -128,8 +128,8 @@ type failureMiddleware struct {
 type failurePolicy struct {
 	// record notes a failure (one River would retry or a permanent one)
 	// before River records it: it is what the account's run backoff and
-	// an operator's view count.
-	record func(ctx context.Context, job *rivertype.JobRow, identity string) error
+	// an operator's view count. The failure's name is failure.Name(err).
+	record func(ctx context.Context, job *rivertype.JobRow, err error) error
 	// endsJob makes a failure River would retry end the job instead: the
 	// account's next run takes the work up again, so there is one retry
 	// layer, the account's, and not a schedule per folder beside it.
@@ -176,7 +176,7 @@ func (m *failureMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doI
 		return river.JobSnooze(m.deferral())
 	}
 	if policy.record != nil {
-		if rerr := policy.record(ctx, job, identity); rerr != nil {
+		if rerr := policy.record(ctx, job, err); rerr != nil {
 			// Not recorded: River attempts the job again rather than
 			// lose the failure from the count.
 			logger.WarnContext(ctx, "failed, and the failure could not be recorded; River retries the job",
@@ -225,21 +225,40 @@ func decodeUnitArgs(job *rivertype.JobRow) (unitArgs, error) {
 
 // recordRunFailure records an account run's failure against the account's
 // current run.
-func recordRunFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
-	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
+func recordRunFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, error) error {
+	return func(ctx context.Context, job *rivertype.JobRow, failed error) error {
 		args, err := decodeUnitArgs(job)
 		if err != nil {
 			return err
 		}
-		return mailstore.FailRun(context.WithoutCancel(ctx), deps.Pool, config.AccountKey(args.AccountID), identity, deps.Now())
+		return mailstore.FailRun(context.WithoutCancel(ctx), deps.Pool, config.AccountKey(args.AccountID), failure.Name(failed), deps.Now())
 	}
 }
 
 // recordFolderFailure records a pass's or window's failure against its
 // folder and the account's current run (recordUnitFailure).
-func recordFolderFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
-	return recordUnitFailure(deps, func(ctx context.Context, tx pgx.Tx, key, alias, identity string) (mailstore.AccountState, error) {
-		return mailstore.FailFolder(ctx, tx, key, alias, identity, deps.Now())
+//
+// A folder the server would not open (imapx.IsFolderRefused) that was
+// healthy until then is the one failure that does not postpone the
+// account's next run but brings it forward to now: the folder may have
+// been deleted or renamed since the run resolved it, only the run's
+// listing can tell, and an alias that no longer resolves ends that folder
+// alone (FolderAliasUnresolved) instead of backing off every folder of the
+// account. A refusal repeated before the folder succeeds again backs off
+// as any failure does, so a folder the server lists and never opens is
+// not asked for in a loop.
+func recordFolderFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, error) error {
+	return recordUnitFailure(deps, func(ctx context.Context, tx pgx.Tx, key, alias string, failed error) (mailstore.AccountState, bool, error) {
+		rediscover := false
+		if imapx.IsFolderRefused(failed) {
+			healthy, err := mailstore.FolderHealthy(ctx, tx, key, alias)
+			if err != nil {
+				return mailstore.AccountState{}, false, err
+			}
+			rediscover = healthy
+		}
+		st, err := mailstore.FailFolder(ctx, tx, key, alias, failure.Name(failed), deps.Now())
+		return st, rediscover, err
 	})
 }
 
@@ -248,10 +267,11 @@ func recordFolderFailure(deps Dependencies) func(context.Context, *rivertype.Job
 // writes the failure and returns the account's state, and the account's
 // next run moves to where the run backoff puts it — the failed unit counts
 // as the account run's own failure would, and nothing retries the unit on
-// a schedule of its own. An account with no run started has nothing to
+// a schedule of its own — or, when record asks for the folders to be
+// listed again, to now. An account with no run started has nothing to
 // postpone.
-func recordUnitFailure(deps Dependencies, record func(ctx context.Context, tx pgx.Tx, key, alias, identity string) (mailstore.AccountState, error)) func(context.Context, *rivertype.JobRow, string) error {
-	return func(ctx context.Context, job *rivertype.JobRow, identity string) error {
+func recordUnitFailure(deps Dependencies, record func(ctx context.Context, tx pgx.Tx, key, alias string, failed error) (st mailstore.AccountState, rediscover bool, err error)) func(context.Context, *rivertype.JobRow, error) error {
+	return func(ctx context.Context, job *rivertype.JobRow, failed error) error {
 		args, err := decodeUnitArgs(job)
 		if err != nil {
 			return err
@@ -263,9 +283,16 @@ func recordUnitFailure(deps Dependencies, record func(ctx context.Context, tx pg
 			if err := jobqueue.LockScheduling(ctx, tx, jobqueue.ScheduleAccountRuns, key); err != nil {
 				return err
 			}
-			st, err := record(ctx, tx, key, args.Alias, identity)
-			if err != nil || st.RunStartedAt == nil {
+			st, rediscover, err := record(ctx, tx, key, args.Alias, failed)
+			if err != nil {
 				return err
+			}
+			if rediscover {
+				_, err = jobqueue.AdvanceAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, deps.Now())
+				return err
+			}
+			if st.RunStartedAt == nil {
+				return nil
 			}
 			at := st.RunStartedAt.Add(RunBackoff(s.Interval, s.MaxFailureBackoff, st.ConsecutiveFailures+1))
 			_, err = jobqueue.PostponeAccountRun(ctx, tx, jobs.AccountRun{}.Kind(), key, at)

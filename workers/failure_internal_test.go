@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
+	"github.com/mailfathom/mailfathom/internal/failure"
 	"github.com/mailfathom/mailfathom/internal/mailsession"
 )
 
@@ -20,8 +21,8 @@ import (
 func TestFailureMiddlewarePolicies(t *testing.T) {
 	t.Parallel()
 	var recorded []string
-	record := func(_ context.Context, job *rivertype.JobRow, identity string) error {
-		recorded = append(recorded, job.Kind+":"+identity)
+	record := func(_ context.Context, job *rivertype.JobRow, err error) error {
+		recorded = append(recorded, job.Kind+":"+failure.Name(err))
 		return nil
 	}
 	m := &failureMiddleware{logger: slog.New(slog.DiscardHandler), policies: map[string]failurePolicy{
@@ -39,7 +40,7 @@ func TestFailureMiddlewarePolicies(t *testing.T) {
 	require.Equal(t, []string{"folder_pass:MailboxUnavailable", "account_run:MailboxUnavailable"}, recorded)
 
 	// A failure that could not be recorded leaves the job to River.
-	m.policies["folder_pass"] = failurePolicy{endsJob: true, record: func(context.Context, *rivertype.JobRow, string) error {
+	m.policies["folder_pass"] = failurePolicy{endsJob: true, record: func(context.Context, *rivertype.JobRow, error) error {
 		return errors.New("database away")
 	}}
 	require.NotErrorAs(t, run("folder_pass"), &cancel)

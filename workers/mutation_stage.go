@@ -117,13 +117,13 @@ func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger
 
 // recordMutationFailure records a failed stage against the account's
 // current run (recordUnitFailure).
-func recordMutationFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, string) error {
-	return recordUnitFailure(deps, func(ctx context.Context, tx pgx.Tx, key, _, identity string) (mailstore.AccountState, error) {
-		if err := mailstore.FailRun(ctx, tx, key, identity, deps.Now()); err != nil {
-			return mailstore.AccountState{}, err
+func recordMutationFailure(deps Dependencies) func(context.Context, *rivertype.JobRow, error) error {
+	return recordUnitFailure(deps, func(ctx context.Context, tx pgx.Tx, key, _ string, failed error) (mailstore.AccountState, bool, error) {
+		if err := mailstore.FailRun(ctx, tx, key, failure.Name(failed), deps.Now()); err != nil {
+			return mailstore.AccountState{}, false, err
 		}
 		st, _, err := mailstore.ReadAccountState(ctx, tx, key)
-		return st, err
+		return st, false, err
 	})
 }
 

@@ -21,7 +21,9 @@ import (
 // A folder's failure is the account's failure: the failed pass is not
 // retried on a schedule of its own, it fails the account's run, and the
 // account's next run moves to where the run backoff puts it; a run whose
-// folders all succeed clears it.
+// folders all succeed clears it. A healthy folder the server no longer
+// opens is the exception: the account's next run comes at once, and its
+// listing finds the alias unresolved.
 func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -41,17 +43,43 @@ func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 	}
 	require.Zero(t, state().ConsecutiveFailures)
 	require.False(t, state().RunFailed)
+	runs := func() int {
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+			WHERE kind = 'account_run' AND state = 'completed'`).Scan(&n))
+		return n
+	}
+	lastPass := func() (state, lastError string) {
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state::text, errors[array_length(errors, 1)]->>'error' FROM river_job
+			WHERE kind = 'folder_pass' ORDER BY id DESC LIMIT 1`).Scan(&state, &lastError))
+		return state, lastError
+	}
 
 	// The folder goes away after its binding was committed: its pass
-	// fails, and is not retried.
+	// fails, and is not retried; the account's run comes at once instead
+	// of an hour later, and finds the alias resolving to nothing.
 	b.user.DeleteFolder("Clients")
+	before := runs()
 	_, err := b.client.Insert(ctx, jobs.FolderPass{AccountID: "primary", Alias: "CLIENTS"}, nil)
 	require.NoError(t, err)
+	poll.Until(t, 30*time.Second, "the account's run comes at once", func() (bool, string) {
+		return runs() > before, ""
+	})
 	b.waitIdle(t)
-	var passState, lastError string
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT state::text, errors[array_length(errors, 1)]->>'error' FROM river_job
-		WHERE kind = 'folder_pass' ORDER BY id DESC LIMIT 1`).Scan(&passState, &lastError))
+	passState, lastError := lastPass()
 	require.Equal(t, "cancelled", passState, "the folder waits for the account's next run")
+	require.Contains(t, lastError, "[MailboxCommandRefused]")
+	resolved, err := mailstore.ReadResolvedFolders(ctx, b.pool, "primary", []string{"CLIENTS"})
+	require.NoError(t, err)
+	require.Equal(t, "FolderAliasUnresolved", resolved.Unresolved["CLIENTS"])
+
+	// Refused again before it ever succeeded since: that failure backs
+	// the account off.
+	_, err = b.client.Insert(ctx, jobs.FolderPass{AccountID: "primary", Alias: "CLIENTS"}, nil)
+	require.NoError(t, err)
+	b.waitIdle(t)
+	passState, lastError = lastPass()
+	require.Equal(t, "cancelled", passState)
 	require.Contains(t, lastError, "[MailboxCommandRefused]")
 	require.True(t, state().RunFailed)
 	var folderFailure string
@@ -61,25 +89,26 @@ func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 
 	// The metrics read the same state from the database.
 	metrics := gatherRuns(t, b.deps(t))
-	require.Equal(t, 1.0, metrics[`mailfathom_account_consecutive_failures{account="primary"}`])
-	require.Equal(t, (96 * time.Minute).Seconds(), metrics[`mailfathom_account_backoff_seconds{account="primary"}`])
+	require.Equal(t, 2.0, metrics[`mailfathom_account_consecutive_failures{account="primary"}`], "the run the refusal brought forward failed, and so does the one now")
+	require.Equal(t, (192 * time.Minute).Seconds(), metrics[`mailfathom_account_backoff_seconds{account="primary"}`])
 	require.Equal(t, 2.0, metrics[`mailfathom_folder_messages_total{account="primary",alias="CLIENTS",outcome="stored"}`])
 	require.Contains(t, metrics, `mailfathom_folder_last_success_age_seconds{account="primary",alias="CLIENTS"}`)
 
 	// The account's next run moved from the hour-long interval to the
-	// backoff: twice the interval, less its jitter.
+	// backoff of two failed runs: four times the interval (the 4h ceiling),
+	// less its jitter.
 	started := *state().RunStartedAt
 	var scheduledAt time.Time
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT scheduled_at FROM river_job
 		WHERE kind = 'account_run' AND state = 'scheduled'`).Scan(&scheduledAt))
-	require.GreaterOrEqual(t, scheduledAt, started.Add(96*time.Minute))
-	require.LessOrEqual(t, scheduledAt, started.Add(120*time.Minute))
+	require.GreaterOrEqual(t, scheduledAt, started.Add(192*time.Minute))
+	require.LessOrEqual(t, scheduledAt, started.Add(240*time.Minute))
 
-	// The next run starts with one failure counted; a run whose folders
-	// all succeed clears it.
+	// The next run starts with both failures counted; a run whose folders
+	// all succeed clears them.
 	b.user.CreateFolder("Clients")
 	b.runAgain(t)
-	require.Equal(t, 1, state().ConsecutiveFailures)
+	require.Equal(t, 2, state().ConsecutiveFailures)
 	require.False(t, state().RunFailed, "the folder synchronized again")
 	b.runAgain(t)
 	require.Zero(t, state().ConsecutiveFailures)

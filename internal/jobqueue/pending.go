@@ -142,6 +142,27 @@ func PostponeAccountRun(ctx context.Context, q interface {
 	return tag.RowsAffected() > 0, nil
 }
 
+// AdvanceAccountRun makes the scheduled or available account run of
+// accountKey due at at when it is due later, and reports whether it moved
+// one. A run already running is left alone, and so is one River retries
+// (its wait is the backoff of its own failure).
+func AdvanceAccountRun(ctx context.Context, q interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, kind, accountKey string, at time.Time) (bool, error) {
+	state := "scheduled"
+	if !at.After(time.Now()) {
+		state = "available"
+	}
+	tag, err := q.Exec(ctx, `
+		UPDATE river_job SET scheduled_at = $3, state = $4::river_job_state
+		WHERE kind = $1 AND lower(btrim(args->>'account_id')) = $2
+		  AND state IN ('available', 'scheduled') AND scheduled_at > $3`, kind, accountKey, at, state)
+	if err != nil {
+		return false, fmt.Errorf("jobqueue: bring the account's run forward: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
 // PendingRun is an account's run that is coming or under way.
 type PendingRun struct {
 	// State is River's: available, scheduled, retryable, running, pending.

@@ -135,6 +135,24 @@ func FailFolder(ctx context.Context, q Querier, accountKey, alias, identity stri
 	return st, err
 }
 
+// FolderHealthy reports whether accountKey's alias has no failure recorded
+// since its last successful pass: it never failed, or a pass walked it to
+// its end after its latest failure. A folder with no recorded state is
+// healthy.
+func FolderHealthy(ctx context.Context, q Querier, accountKey, alias string) (bool, error) {
+	var healthy bool
+	err := q.QueryRow(ctx, `
+		SELECT last_failure_at IS NULL OR (last_success_at IS NOT NULL AND last_success_at >= last_failure_at)
+		FROM folder_states WHERE account_key = $1 AND alias = $2`, accountKey, alias).Scan(&healthy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("mailstore: read whether a folder is healthy: %w", err)
+	}
+	return healthy, nil
+}
+
 // PassCounts are what a forward pass adds to its folder's counts.
 type PassCounts struct {
 	Stored, Oversized, Unreadable, ExcludedByDate, ExpungedBeforeFetch, Withheld int
