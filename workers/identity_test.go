@@ -7,6 +7,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 )
@@ -97,4 +98,71 @@ func TestCyrusCopyToASecondFolderIsStoredOnce(t *testing.T) {
 			assertUnseenOnCyrus(t, u, "INBOX")
 		})
 	}
+}
+
+// TestCyrusMessageServedAgainIsEmbedded: a message that left its only
+// configured folder is stored but not served, so no walk of the embedding
+// backfill offers it; when another client files it in a second configured
+// folder, its occurrence there serves it again, and the pass offers it as
+// if it were new mail.
+func TestCyrusMessageServedAgainIsEmbedded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, u := setupCyrusSync(t, cyrus.Shared(t))
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS"] = "filed"
+	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH"] = "Filed"
+	u.CreateFolder("Filed")
+	u.CreateFolder("Kept") // not configured: the copy that keeps the message's EMAILID
+	uids := appendAll(u, "INBOX", [][]byte{mailgen.Message(53, 0, 3000)})
+	copyTo := func(from string, uid imap.UID, to string) {
+		c := u.Dial()
+		_, err := c.Select(from, nil).Wait()
+		require.NoError(t, err)
+		_, err = c.Copy(imap.UIDSetNum(uid), to).Wait()
+		require.NoError(t, err)
+		require.NoError(t, c.Logout().Wait())
+	}
+	copyTo("INBOX", uids[0], "Kept")
+
+	// Stored without a profile; then it leaves INBOX.
+	srv := withEmbedding(t, b, "test-model", 1)
+	profile := b.embedding
+	b.embedding = config.Embedding{}
+	b.start(t)
+	b.waitIdle(t)
+	require.Equal(t, 1, b.identityCounts(t).served)
+	u.Expunge("INBOX", uids[0])
+	b.runAgain(t)
+	b.runAgain(t)
+	require.Zero(t, b.identityCounts(t).served)
+
+	// With the profile, the walk has nothing served to offer.
+	b.embedding = profile
+	b.start(t)
+	b.waitIdle(t)
+	require.Zero(t, b.vectorCount(t), "a message no longer served is not embedded")
+
+	// Filed in a configured folder, it is served again, and embedded.
+	var kept imap.UID
+	c := u.Dial()
+	_, err := c.Select("Kept", nil).Wait()
+	require.NoError(t, err)
+	found, err := c.UIDSearch(&imap.SearchCriteria{}, nil).Wait()
+	require.NoError(t, err)
+	require.NoError(t, c.Logout().Wait())
+	all := found.AllUIDs()
+	require.Len(t, all, 1)
+	kept = all[0]
+	copyTo("Kept", kept, "Filed")
+	b.runAgain(t)
+	require.Equal(t, identityCounts{occurrences: 2, contents: 1, documents: 1, served: 1}, b.identityCounts(t))
+	require.Equal(t, 1.0, b.lastPassOutput(t, "FILED")["shared"], "stored once, as an occurrence of the email held")
+	var awaiting int
+	require.NoError(t, b.pool.QueryRow(ctx, `
+		SELECT count(*) FROM email_passages p JOIN served_stored_emails e ON e.id = p.stored_email_id
+		WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal)`).Scan(&awaiting))
+	require.Zero(t, awaiting, "the message served again has its vectors")
+	require.Positive(t, srv.Inputs())
 }

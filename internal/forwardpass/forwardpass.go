@@ -730,7 +730,7 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 		if e, known := shared[uid]; known {
 			o := p.occurrence(m, observed, nil, e.Availability)
 			p.identify(&o, s.identities[uid])
-			o.SharedEmailID = e.ID
+			o.SharedEmailID, o.SharedUnserved = e.ID, !e.Served
 			if err := w.write(ctx, o); err != nil {
 				return err
 			}

@@ -249,10 +249,16 @@ func (w *writer) send(ctx context.Context, o mailstore.Occurrence, rec *searchin
 	}
 	if o.SharedEmailID != uuid.Nil {
 		// An occurrence of an email already stored: the email was
-		// offered for embedding when it was stored, and is not again.
+		// offered for embedding when it was stored, and is not again —
+		// unless it was not served then, when an embed job may have
+		// passed it by.
+		holder := uuid.Nil
+		if o.SharedUnserved {
+			holder = o.SharedEmailID
+		}
 		w.dispatch(l, func() (uuid.UUID, error) {
 			_, err := p.Wait()
-			return uuid.Nil, err
+			return holder, err
 		})
 		return nil
 	}
@@ -339,7 +345,7 @@ func (w *writer) reshare(ctx context.Context) error {
 		if !ok || g.o.SharedEmailID != uuid.Nil {
 			continue
 		}
-		g.o.SharedEmailID, g.o.Availability, g.o.Raw, g.o.Extracted, g.rec = e.ID, e.Availability, nil, nil, nil
+		g.o.SharedEmailID, g.o.SharedUnserved, g.o.Availability, g.o.Raw, g.o.Extracted, g.rec = e.ID, !e.Served, e.Availability, nil, nil, nil
 	}
 	return nil
 }

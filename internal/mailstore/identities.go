@@ -21,6 +21,11 @@ import (
 type SharedEmail struct {
 	ID           uuid.UUID
 	Availability Availability
+	// Served reports whether the email was served when it was read: false
+	// when its own occurrence was tombstoned and no other serves it, or
+	// its UID space is not yet its folder's. A new occurrence may serve it
+	// again.
+	Served bool
 }
 
 // EmailsByServerIdentity returns, of the server identities ids
@@ -32,8 +37,10 @@ func EmailsByServerIdentity(ctx context.Context, q Querier, accountID int64, ids
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT server_email_id, id, content_availability FROM stored_emails
-		WHERE mailbox_account_id = $1 AND server_email_id = ANY($2) AND shared_email_id IS NULL`, accountID, ids)
+	rows, err := q.Query(ctx, `SELECT e.server_email_id, e.id, e.content_availability,
+		       EXISTS (SELECT 1 FROM served_stored_emails s WHERE s.id = e.id)
+		FROM stored_emails e
+		WHERE e.mailbox_account_id = $1 AND e.server_email_id = ANY($2) AND e.shared_email_id IS NULL`, accountID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("mailstore: read the emails of server identities: %w", err)
 	}
@@ -41,7 +48,7 @@ func EmailsByServerIdentity(ctx context.Context, q Querier, accountID int64, ids
 		key string
 		e   SharedEmail
 	)
-	_, err = pgx.ForEachRow(rows, []any{&key, &e.ID, &e.Availability}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&key, &e.ID, &e.Availability, &e.Served}, func() error {
 		out[key] = e
 		return nil
 	})

@@ -40,7 +40,16 @@ func TestServerIdentityLabels(t *testing.T) {
 
 	held, err := mailstore.EmailsByServerIdentity(ctx, pool, accountID, []string{key, "x-gm-msgid:1"})
 	require.NoError(t, err)
+	require.Equal(t, map[string]mailstore.SharedEmail{key: {ID: holder, Availability: mailstore.Available, Served: true}}, held)
+
+	// Its occurrence tombstoned, the holder is still named, and not served.
+	_, err = pool.Exec(ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, holder)
+	require.NoError(t, err)
+	held, err = mailstore.EmailsByServerIdentity(ctx, pool, accountID, []string{key})
+	require.NoError(t, err)
 	require.Equal(t, map[string]mailstore.SharedEmail{key: {ID: holder, Availability: mailstore.Available}}, held)
+	_, err = pool.Exec(ctx, `UPDATE stored_emails SET remote_expunge_observed_at = NULL WHERE id = $1`, holder)
+	require.NoError(t, err)
 
 	_, err = mailstore.UpsertOccurrence(ctx, pool, mailstore.Occurrence{AccountID: accountID, FolderID: inbox.ID,
 		UIDValidity: 9, UID: 40, Size: 9, Availability: mailstore.Available, ServerEmailID: key,

@@ -78,6 +78,11 @@ type Occurrence struct {
 	// holder; the one that loses a race for that is a conflict
 	// (IsWriteConflict) and is written again once the holder is known.
 	SharedEmailID uuid.UUID
+	// SharedUnserved, with SharedEmailID, reports that the holder was not
+	// served when it was read (SharedEmail.Served): this occurrence serves
+	// it again, and the writer offers it for embedding as if it were new,
+	// since an embed job that ran meanwhile passed it by.
+	SharedUnserved bool
 }
 
 // ErrForeignFolder rejects an occurrence whose binding does not exist or

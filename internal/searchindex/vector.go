@@ -80,14 +80,20 @@ func awaitsVector(profile string) string {
 }
 
 // PassagesAwaitingVectors returns, in email and ordinal order, the
-// passages of the served messages among ids that await a vector under
-// profile: that have none, and that the provider has not refused. A
-// tombstoned or no longer served message has none awaiting.
+// passages of the messages among ids that await a vector under profile:
+// that have none, and that the provider has not refused.
+//
+// It does not ask whether a message is served yet. A message can be
+// offered before it is: one of a UID space that replaces its folder's old
+// one is served once that space has been walked to its end, and one whose
+// occurrence left its folder is served again when the same message is
+// stored in another. Skipping it then would leave it served later with no
+// vector and nothing coming to give it one. A message erased meanwhile has
+// no passages left.
 func PassagesAwaitingVectors(ctx context.Context, q Querier, profile int16, ids []uuid.UUID) ([]PendingPassage, error) {
 	rows, err := q.Query(ctx, `
 		SELECT p.stored_email_id, p.ordinal, p.text
 		FROM email_passages p
-		JOIN served_stored_emails e ON e.id = p.stored_email_id
 		WHERE p.stored_email_id = ANY($2)
 		  AND `+awaitsVector("$1")+`
 		ORDER BY p.stored_email_id, p.ordinal`, profile, ids)
@@ -182,9 +188,11 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 	return int(tag.RowsAffected()), nil
 }
 
-// EmailsAwaitingVectors returns, in id order, at most limit served
-// messages past after with at least one passage awaiting a vector under
-// profile (PassagesAwaitingVectors).
+// EmailsAwaitingVectors returns, in id order, at most limit messages past
+// after with at least one passage awaiting a vector under profile
+// (PassagesAwaitingVectors) that are served or are to be: every message
+// not tombstoned — including those of a UID space its folder does not
+// serve yet — and every one another folder's occurrence serves.
 //
 // It reads the passages themselves, not the backlog, and adds to the
 // backlog any message it finds missing there (one whose passages were
@@ -193,8 +201,10 @@ func writeVectors(ctx context.Context, q Querier, profile int16, vs []PassageVec
 func EmailsAwaitingVectors(ctx context.Context, q Querier, profile int16, after uuid.UUID, limit int) ([]uuid.UUID, error) {
 	rows, err := q.Query(ctx, `
 		WITH found AS (
-			SELECT e.id FROM served_stored_emails e
-			WHERE e.id > $2
+			SELECT e.id FROM stored_emails e
+			WHERE e.id > $2 AND e.shared_email_id IS NULL
+			  AND (e.remote_expunge_observed_at IS NULL
+			       OR EXISTS (SELECT 1 FROM served_stored_emails s WHERE s.id = e.id))
 			  AND EXISTS (SELECT 1 FROM email_passages p
 			              WHERE p.stored_email_id = e.id
 			                AND `+awaitsVector("$1")+`)

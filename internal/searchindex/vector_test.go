@@ -127,6 +127,29 @@ func TestVectors(t *testing.T) {
 		}
 	})
 
+	// A message offered before it is served — of a UID space its folder
+	// serves once it has been walked to its end, or whose occurrence left
+	// while another is yet to be stored — is embedded all the same, and a
+	// walk offers it; one tombstoned that nothing serves is not walked.
+	t.Run("AMessageNotYetServedAwaitsItsVectors", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.pool.Exec(b.ctx, `UPDATE mail_folders SET served_uid_validity = 7`)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, b.ids["crane"])
+		require.NoError(t, err)
+		var served int
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM served_stored_emails`).Scan(&served))
+		require.Zero(t, served)
+
+		awaiting, err := searchindex.EmailsAwaitingVectors(b.ctx, b.pool, b.profile, uuid.Nil, 10)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []uuid.UUID{b.ids["lunch"], b.ids["budget"]}, awaiting)
+		pending, err := searchindex.PassagesAwaitingVectors(b.ctx, b.pool, b.profile, all(b))
+		require.NoError(t, err)
+		require.Len(t, pending, 6, "what an embed job was offered is embedded, served yet or not")
+	})
+
 	t.Run("ProfilesAreKeptApart", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
