@@ -61,7 +61,9 @@ var stores = []string{
 	"internal/slots", "schema", "internal/pgcluster",
 }
 
-var sqlStatement = regexp.MustCompile(`(?is)^\s*(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|WITH\s+\w+\s+AS)\b`)
+// sqlStatement matches a statement, not a bare word: "SELECT" alone is
+// also an IMAP command (RFC 9051 §6.3.2).
+var sqlStatement = regexp.MustCompile(`(?is)^\s*(SELECT\s+\S|(INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|WITH\s+\w+\s+AS)\b)`)
 
 // TestSQLLivesInStores: no string literal outside the stores (and the
 // test harness, and tests) is a SQL statement.
