@@ -13,27 +13,26 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/mailfathom/mailfathom/internal/accountrun"
 	"github.com/mailfathom/mailfathom/internal/config"
-	"github.com/mailfathom/mailfathom/internal/failure"
-	"github.com/mailfathom/mailfathom/internal/folders"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
-	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
-// AccountRunWorker runs an account: it lists the account's folders once,
-// resolves every configured alias against that listing, commits the
-// bindings (with their mapping audit rows), and inserts one folder pass per
-// resolved binding and the account's next run, Interval later — or, when
-// one of the account's unfinished mailbox mutations failed, on the run
-// backoff — all in one transaction with the run's own completion.
+// AccountRunWorker runs an account (accountrun.Run): it lists the
+// account's folders once, resolves every configured alias against that
+// listing, commits the bindings (with their mapping audit), and inserts one
+// folder pass per resolved binding, the account's watch when it asks for
+// push, and the account's next run, Interval later — or, when one of the
+// account's unfinished mailbox mutations failed, on the run backoff — all
+// in one transaction with the run's own completion.
 //
-// An alias that resolves to no folder, or to several, costs that folder
-// alone and is not a failed run: it is a configuration mistake, logged as a
-// warning naming the alias, and backing the account off would only slow
-// the folders that work.
+// The worker claims the run's place in this process and in the job queue;
+// the run's decisions are package accountrun's. An alias that resolves to
+// no folder, or to several, is not a failed run: backing the account off
+// would only slow the folders that work.
 type AccountRunWorker struct {
 	river.WorkerDefaults[jobs.AccountRun]
 	deps Dependencies
@@ -51,15 +50,9 @@ func (w *AccountRunWorker) NextRetry(job *river.Job[jobs.AccountRun]) time.Time 
 	return w.deps.Now().Add(RunBackoff(s.Interval, s.MaxFailureBackoff, job.Args.FailuresBefore+job.Attempt))
 }
 
-// audit is one binding change, logged after the transaction that made it
-// committed.
-type audit struct {
-	change   mailstore.BindingChange
-	binding  mailstore.Binding
-	previous *mailstore.Binding
-}
-
-// Work implements river.Worker.
+// Work implements river.Worker: it claims what the run needs in this
+// process — the end of a throttle, a place in the process's gate, the work
+// connection — and hands the run itself to accountrun.Run.
 func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.AccountRun]) error {
 	cfg := w.deps.Config
 	logger := jobqueue.Annotate(ctx, w.deps.Logger, slog.String("account", job.Args.AccountID))
@@ -96,145 +89,49 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	}
 	defer release()
 
-	// The run settles the previous one: failed folders count against the
-	// account as a failed account run does.
-	var state mailstore.AccountState
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		var err error
-		state, err = mailstore.BeginRun(ctx, tx, key, w.deps.Now())
-		return err
-	})
-	if err != nil {
-		return err
-	}
-
-	held, err := slots.Acquire(ctx, conn, key, "", bounds(cfg))
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	rep, err := accountrun.Run(ctx, w.deps.Pool, conn, accountrun.Options{
+		Account:  account,
+		Interval: cfg.Sync.Interval,
+		Backoff: func(failures int) time.Duration {
+			return RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failures)
+		},
+		Bounds:         bounds(cfg),
+		CommitAttempts: cfg.Persistence.MaximumConcurrencyCommitAttempts,
+		MaxMutations:   cfg.Sync.MaxMutationsPerConvergencePass,
+		Stages:         w.deps.stages,
+		Open: func(ctx context.Context) (accountrun.Session, error) {
+			sess, err := w.deps.openMailbox(ctx, account, resilience.OperationFolderDiscovery)
+			if err != nil {
+				return nil, err
+			}
+			return sess, nil
+		},
+		Inserter: client,
+		Finish: func(ctx context.Context, tx pgx.Tx, next time.Time, failuresBefore int) error {
+			if err := scheduleWatch(ctx, tx, client, account); err != nil {
+				return err
+			}
+			if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, next, failuresBefore, job.ID); err != nil {
+				return err
+			}
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		},
+		MailboxDone: leave,
+		Now:         w.deps.Now,
+	}, logger)
 	if errors.Is(err, slots.ErrFull) {
 		return river.JobSnooze(w.deps.deferral())
 	}
 	if err != nil {
 		return err
 	}
-	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
-
-	start := w.deps.Now()
-	// Unfinished changes are taken in hand before any folder is touched.
-	mutationFailed, err := w.deps.convergeMutations(ctx, logger, key)
-	if err != nil {
-		return err
-	}
-	// A change that failed failed this run, which the next run counts: the
-	// next run follows the backoff a failing folder's pass earns the
-	// account, so a change that keeps failing spends its attempts at that
-	// spacing rather than the interval's.
-	next, failuresBefore := w.deps.Now().Add(cfg.Sync.Interval), state.ConsecutiveFailures
-	if mutationFailed {
-		failuresBefore++
-		next = state.RunStartedAt.Add(RunBackoff(cfg.Sync.Interval, cfg.Sync.MaxFailureBackoff, failuresBefore))
-	}
-	resolutions, err := w.discover(ctx, account)
-	// The mailbox work is done: give the slots back before scheduling the
-	// folder passes, which need them.
-	_ = held.Release(ctx)
-	leave()
-	if err != nil {
-		return err
-	}
-
-	client := river.ClientFromContext[pgx.Tx](ctx)
-	var audits []audit
-	var passes int
-	err = mailstore.RetryConflicts(ctx, w.deps.Pool, cfg.Persistence.MaximumConcurrencyCommitAttempts, func(ctx context.Context, tx pgx.Tx) error {
-		audits, passes = nil, 0
-		accountID, err := mailstore.EnsureAccount(ctx, tx, config.AccountKey(account.ID))
-		if err != nil {
-			return err
-		}
-		var inserts []river.InsertManyParams
-		resolved := make([]mailstore.Resolution, 0, len(resolutions))
-		for _, r := range resolutions {
-			if r.Err != nil {
-				resolved = append(resolved, mailstore.Resolution{Alias: r.Alias, Failure: failure.Name(r.Err)})
-				continue
-			}
-			b, change, prev, err := mailstore.CommitBinding(ctx, tx, accountID, r.Alias, r.Remote.Path, r.Remote.Delimiter)
-			if err != nil {
-				return err
-			}
-			resolved = append(resolved, mailstore.Resolution{Alias: r.Alias, BindingID: b.ID})
-			if change != mailstore.BindingUnchanged {
-				audits = append(audits, audit{change: change, binding: b, previous: prev})
-			}
-			inserts = append(inserts, river.InsertManyParams{Args: jobs.FolderPass{AccountID: account.ID, Alias: r.Alias}})
-		}
-		if len(inserts) > 0 {
-			res, err := client.InsertManyTx(ctx, tx, inserts)
-			if err != nil {
-				return fmt.Errorf("account run: schedule folder passes: %w", err)
-			}
-			for _, r := range res {
-				if !r.UniqueSkippedAsDuplicate {
-					passes++
-				}
-			}
-		}
-		// What a push account's watch watches: what this run resolved.
-		if _, err := mailstore.RecordResolutions(ctx, tx, key, resolved); err != nil {
-			return err
-		}
-		if err := scheduleWatch(ctx, tx, client, account); err != nil {
-			return err
-		}
-		if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, next, failuresBefore, job.ID); err != nil {
-			return err
-		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-
-	for _, a := range audits {
-		logMappingChange(ctx, logger, a)
-	}
-	unresolved := 0
-	for _, r := range resolutions {
-		if r.Err != nil {
-			unresolved++
-			logger.WarnContext(ctx, "folder alias did not resolve; that folder is skipped this run",
-				slog.String("alias", r.Alias), slog.String("failure", failure.Name(r.Err)), slog.String("error", r.Err.Error()))
-		}
-	}
 	logger.InfoContext(ctx, "account run finished",
-		slog.Int("aliases", len(resolutions)), slog.Int("unresolved", unresolved),
-		slog.Int("folder_passes_scheduled", passes), slog.Duration("duration", w.deps.Now().Sub(start)),
-		slog.Duration("next_run_in", next.Sub(w.deps.Now())))
+		slog.Int("aliases", rep.Aliases), slog.Int("unresolved", rep.Unresolved),
+		slog.Int("folder_passes_scheduled", rep.FolderPassesScheduled), slog.Duration("duration", rep.Duration),
+		slog.Duration("next_run_in", rep.Next.Sub(w.deps.Now())))
 	return nil
-}
-
-// discover lists the account's folders over one read-only session and
-// resolves every configured alias.
-func (w *AccountRunWorker) discover(ctx context.Context, account config.Account) ([]folders.Resolution, error) {
-	sess, err := w.deps.openMailbox(ctx, account, resilience.OperationFolderDiscovery)
-	if err != nil {
-		return nil, err
-	}
-	listing, err := sess.ListFolders(ctx)
-	closeErr := sess.Close()
-	if err != nil {
-		return nil, err
-	}
-	_ = closeErr // the listing is complete; a failed logout changes nothing
-	catalog := make([]folders.Remote, len(listing))
-	for i, f := range listing {
-		catalog[i] = folders.Remote{Path: f.Path, Delimiter: f.Delimiter, Attributes: f.Attributes}
-	}
-	mappings := make([]folders.Mapping, len(account.Folders))
-	for i, f := range account.Folders {
-		mappings[i] = folders.Mapping{Alias: f.Alias, RemotePath: f.RemotePath, SpecialUse: string(f.SpecialUse)}
-	}
-	return folders.Resolve(mappings, catalog), nil
 }
 
 // scheduleAfterFailure is what follows an account run that failed
@@ -263,24 +160,6 @@ func scheduleAfterFailure(deps Dependencies) func(context.Context, *rivertype.Jo
 			slog.Int("consecutive_failures", failures), slog.Duration("next_run_in", wait))
 		return nil
 	}
-}
-
-// logMappingChange writes the mapping audit record: the one log line that
-// names remote folder paths. A first binding is information; a repointed
-// alias is a warning, because mail is now read from another folder.
-func logMappingChange(ctx context.Context, logger *slog.Logger, a audit) {
-	attrs := []any{
-		slog.String("alias", a.binding.Alias),
-		slog.Int("generation", a.binding.Generation),
-		slog.String("remote_path", a.binding.RemotePath),
-	}
-	if a.change == mailstore.BindingRepointed && a.previous != nil {
-		attrs = append(attrs, slog.String("previous_remote_path", a.previous.RemotePath),
-			slog.Int("previous_generation", a.previous.Generation))
-		logger.WarnContext(ctx, "folder alias repointed to another remote folder; a new generation starts from its first UID", attrs...)
-		return
-	}
-	logger.InfoContext(ctx, "folder alias bound", attrs...)
 }
 
 func bounds(cfg *config.Config) slots.Bounds {

@@ -81,7 +81,7 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		return err
 	}
 	defer second.Release()
-	rep, err := forwardpass.Run(ctx, conn, sess, binding, forwardpass.Limits{
+	rep, err := forwardpass.Run(ctx, conn, sess, binding, forwardpass.Options{
 		SecondWriter:    second,
 		BatchSize:       cfg.Sync.MaxMetadataBatchSize,
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,48 +70,6 @@ func (w *MutationStageWorker) Work(ctx context.Context, job *river.Job[jobs.Muta
 		return river.JobSnooze(w.deps.deferral())
 	}
 	return err
-}
-
-// convergeMutations carries every unfinished mutation of the account one
-// stage forward, oldest first, at most MaxMutationsPerConvergencePass of
-// them, before the run touches a folder: a lost job, a failed stage or a
-// placement whose answer never came is picked up here. A mutation that
-// fails fails the account's run, recorded here, and the run goes on; it
-// reports failed so the caller schedules the next run on the backoff.
-func (d Dependencies) convergeMutations(ctx context.Context, logger *slog.Logger, accountKey string) (failed bool, err error) {
-	ids, err := mailstore.UnfinishedMutations(ctx, d.Pool, accountKey, d.Config.Sync.MaxMutationsPerConvergencePass)
-	if err != nil || len(ids) == 0 {
-		return false, err
-	}
-	var failures, finished int
-	var first error
-	for _, id := range ids {
-		m, err := d.stages.Step(ctx, id, true)
-		switch {
-		case errors.Is(err, mutation.ErrBusy):
-			continue
-		case ctx.Err() != nil:
-			return false, ctx.Err()
-		case err != nil:
-			failures++
-			if first == nil {
-				first = err
-			}
-			continue
-		}
-		if m.State.Final() {
-			finished++
-		}
-	}
-	logger.InfoContext(ctx, "unfinished mailbox mutations converged",
-		slog.Int("taken", len(ids)), slog.Int("finished", finished), slog.Int("failed", failures))
-	if first == nil {
-		return false, nil
-	}
-	identity := failure.Name(first)
-	logger.WarnContext(ctx, "a mailbox mutation failed; the account's run counts as failed and its next run follows the backoff",
-		slog.String("failure", identity))
-	return true, mailstore.FailRun(context.WithoutCancel(ctx), d.Pool, accountKey, identity, d.Now())
 }
 
 // recordMutationFailure records a failed stage against the account's

@@ -36,6 +36,9 @@ var layers = [][]string{
 		"internal/mailendpoint", "internal/outbound"},
 	// The services the units and the tools share.
 	{"internal/push", "internal/mutation", "internal/status", "internal/mailsearch"},
+	// The account run, which carries mutations forward before it lists
+	// the folders whose passes it schedules.
+	{"internal/accountrun"},
 	// The workers, and the assistants' tools.
 	{"workers", "internal/mcpserver"},
 	// serve, and the command that starts it.

@@ -107,9 +107,9 @@ func BenchmarkQuietFolderReconcile(b *testing.B) {
 	// backward pass, each on its own session.
 	run := func() backwardpass.Report {
 		fwd := tb.open(b)
-		lim := forwardpass.Limits{BatchSize: 1000, BatchesPerRun: 2, MaxRawMimeBytes: 1 << 20,
+		opts := forwardpass.Options{BatchSize: 1000, BatchesPerRun: 2, MaxRawMimeBytes: 1 << 20,
 			Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}}
-		_, err := forwardpass.Run(tb.ctx, tb.conn, fwd, tb.binding, lim, tb.logger)
+		_, err := forwardpass.Run(tb.ctx, tb.conn, fwd, tb.binding, opts, tb.logger)
 		require.NoError(b, err)
 		require.NoError(b, fwd.Close())
 		bwd := tb.open(b)

@@ -113,10 +113,10 @@ func (b *testBundle) open(t testing.TB) *imapx.ReadSession {
 // storeAll runs forward passes until the folder is stored.
 func (b *testBundle) storeAll(t testing.TB, sess forwardpass.Session) {
 	t.Helper()
-	lim := forwardpass.Limits{BatchSize: 2000, BatchesPerRun: 1000, MaxRawMimeBytes: 1 << 20, GroupMessages: 500,
+	opts := forwardpass.Options{BatchSize: 2000, BatchesPerRun: 1000, MaxRawMimeBytes: 1 << 20, GroupMessages: 500,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}}
 	for {
-		rep, err := forwardpass.Run(b.ctx, b.conn, sess, b.binding, lim, b.logger)
+		rep, err := forwardpass.Run(b.ctx, b.conn, sess, b.binding, opts, b.logger)
 		require.NoError(t, err)
 		if !rep.More {
 			return

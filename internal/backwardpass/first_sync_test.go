@@ -17,16 +17,16 @@ import (
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
-// firstSyncLimits bound each forward pass of a first synchronization to
+// firstSyncOptions bound each forward pass of a first synchronization to
 // 500 messages, as the product's defaults bound it to 1000: a folder
 // larger than that is synchronized over several passes.
-var firstSyncLimits = forwardpass.Limits{BatchSize: 100, BatchesPerRun: 5, MaxRawMimeBytes: 1 << 20,
+var firstSyncOptions = forwardpass.Options{BatchSize: 100, BatchesPerRun: 5, MaxRawMimeBytes: 1 << 20,
 	Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}}
 
-// forward runs one forward pass with firstSyncLimits.
+// forward runs one forward pass with firstSyncOptions.
 func (b *testBundle) forward(t testing.TB, sess forwardpass.Session) forwardpass.Report {
 	t.Helper()
-	rep, err := forwardpass.Run(b.ctx, b.conn, sess, b.binding, firstSyncLimits, b.logger)
+	rep, err := forwardpass.Run(b.ctx, b.conn, sess, b.binding, firstSyncOptions, b.logger)
 	require.NoError(t, err)
 	return rep
 }
@@ -198,9 +198,9 @@ func TestFirstSynchronizationKilledPartWayRecordsNoSequence(t *testing.T) {
 	// would.
 	conn, err := b.pool.Acquire(b.ctx)
 	require.NoError(t, err)
-	lim := firstSyncLimits
-	lim.BatchesPerRun = 100 // one pass would walk the whole folder
-	_, err = forwardpass.Run(ctx, conn, killingSession{Session: b.open(t), after: 700, kill: kill}, b.binding, lim, b.logger)
+	opts := firstSyncOptions
+	opts.BatchesPerRun = 100 // one pass would walk the whole folder
+	_, err = forwardpass.Run(ctx, conn, killingSession{Session: b.open(t), after: 700, kill: kill}, b.binding, opts, b.logger)
 	conn.Release()
 	require.ErrorIs(t, err, context.Canceled)
 

@@ -95,8 +95,8 @@ func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *
 		planned:   make(chan struct{}),
 		bodies:    make(chan imapx.Body, 16),
 		following: following,
-		budget:    semaphore.NewWeighted(p.lim.ReadAheadBytes),
-		limit:     p.lim.ReadAheadBytes,
+		budget:    semaphore.NewWeighted(p.opts.ReadAheadBytes),
+		limit:     p.opts.ReadAheadBytes,
 		quit:      quit,
 		stop:      stop,
 		done:      make(chan struct{}),
@@ -174,10 +174,10 @@ func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bod
 	fetch := make([]uint32, 0, len(uids))
 	for _, u := range uids {
 		sz, ok := size[u]
-		if _, held := shared[u]; !ok || held || sz > p.lim.MaxRawMimeBytes {
+		if _, held := shared[u]; !ok || held || sz > p.opts.MaxRawMimeBytes {
 			continue
 		}
-		if p.lim.MaxDownloadBytes > 0 && (p.cut || sz > p.allowance) {
+		if p.opts.MaxDownloadBytes > 0 && (p.cut || sz > p.allowance) {
 			// The allowance cannot hold it: nothing from here on is
 			// asked for, in this batch or a later one.
 			p.cut = true
@@ -198,11 +198,11 @@ func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bod
 			return
 		}
 		n, total := 0, int64(0)
-		for n < len(fetch) && (n == 0 || total+size[fetch[n]] <= p.lim.FetchChunkBytes) {
+		for n < len(fetch) && (n == 0 || total+size[fetch[n]] <= p.opts.FetchChunkBytes) {
 			total += size[fetch[n]]
 			n++
 		}
-		if err := p.sess.FetchBodies(ctx, fetch[:n], p.lim.MaxRawMimeBytes, s.put); err != nil {
+		if err := p.sess.FetchBodies(ctx, fetch[:n], p.opts.MaxRawMimeBytes, s.put); err != nil {
 			s.err = err
 			return
 		}

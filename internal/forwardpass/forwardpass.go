@@ -11,10 +11,10 @@
 // It reads the mailbox through a read-only session (EXAMINE and BODY.PEEK
 // only; see imapx) and keeps what it holds in memory bounded: each body is
 // written into an open transaction as soon as it is read, and kept only
-// until its write group commits (Limits.GroupMessages, GroupBytes);
+// until its write group commits (Options.GroupMessages, GroupBytes);
 // transactions are committed in groups so a folder of small messages does
 // not pay one fsync per message. While a batch commits, the next batch's
-// first messages are read ahead (Limits.ReadAheadBytes), so a long link
+// first messages are read ahead (Options.ReadAheadBytes), so a long link
 // does not idle at every batch. A crash between commits loses only
 // uncommitted writes, which the next pass fetches again; every write is an
 // upsert on the occurrence identity, so nothing is doubled.
@@ -115,15 +115,21 @@ type DB interface {
 	mailstore.Querier
 }
 
-// Limits bound one pass.
-type Limits struct {
+// Options configure one pass: its bounds, and the hooks and second
+// connection through which the caller takes part in its transactions. A
+// zero field takes the default its comment names; Run fills the defaults
+// and validates once.
+type Options struct {
 	// BatchSize is MaxMetadataBatchSize: UIDs per metadata batch.
+	// Required.
 	BatchSize int
-	// BatchesPerRun is MaxMetadataBatchesPerRun.
+	// BatchesPerRun is MaxMetadataBatchesPerRun. Required.
 	BatchesPerRun int
 	// MaxRawMimeBytes is the largest message whose content is stored.
+	// Required.
 	MaxRawMimeBytes int64
 	// EarliestDate, when non-zero, becomes the UID SEARCH's SINCE key.
+	// Default: zero, no SINCE key.
 	EarliestDate time.Time
 	// GroupMessages and GroupBytes decide when an open write transaction is
 	// committed: after this many messages or bytes, whichever comes first,
@@ -152,17 +158,19 @@ type Limits struct {
 	// Default 8 MiB.
 	ReadAheadBytes int64
 	// Extraction bounds the MIME reader that derives each stored message's
-	// metadata and search document from the payload just fetched.
+	// metadata and search document from the payload just fetched. Default:
+	// zero, mimex's defaults for every field.
 	Extraction mimex.Limits
 	// SecondWriter, when set, is a second connection the pass writes
 	// through beside its own, so two PostgreSQL backends store messages at
 	// once; storing a message costs PostgreSQL far more CPU than reading it.
-	// The caller owns it.
+	// The caller owns it. Default: nil, the pass writes through its own
+	// connection alone.
 	SecondWriter DB
 	// AfterFinalCheckpoint, when set, runs in the same transaction as the
 	// pass's final checkpoint write (the one a pass that leaves no work
 	// behind always makes), which is where the reconciliation window that
-	// follows every pass is scheduled.
+	// follows every pass is scheduled. Default: nil, nothing runs.
 	AfterFinalCheckpoint func(ctx context.Context, tx pgx.Tx) error
 	// MaxDownloadBytes, when positive, bounds the message content the pass
 	// downloads, by the sizes the server declares (RFC822.SIZE): a message
@@ -223,7 +231,7 @@ type Report struct {
 	// More reports that work remains beyond this pass's batch bound, or
 	// its download bound.
 	More bool `json:"more"`
-	// BudgetReached reports that the pass ended at Limits.MaxDownloadBytes,
+	// BudgetReached reports that the pass ended at Options.MaxDownloadBytes,
 	// before a message of NextMessageBytes (its declared size).
 	BudgetReached    bool  `json:"download_budget_reached,omitempty"`
 	NextMessageBytes int64 `json:"next_message_bytes,omitempty"`
@@ -252,17 +260,27 @@ type Report struct {
 // MailFathom's own.
 func (r Report) WithheldChanges() int { return r.CarriedByMailFathom + r.CopiedByMailFathom }
 
+// withDefaults returns opts with every zero default filled, or an error
+// naming what is missing.
+func (opts Options) withDefaults() (Options, error) {
+	opts.GroupMessages = cmp.Or(opts.GroupMessages, 64)
+	opts.GroupBytes = cmp.Or(opts.GroupBytes, 16<<20)
+	opts.FetchChunkBytes = cmp.Or(opts.FetchChunkBytes, 32<<20)
+	opts.ReadAheadBytes = cmp.Or(opts.ReadAheadBytes, 8<<20)
+	if opts.BatchSize < 1 || opts.BatchesPerRun < 1 || opts.MaxRawMimeBytes < 1 {
+		return opts, errors.New("forwardpass: limits must be positive")
+	}
+	return opts, nil
+}
+
 // Run runs one pass over binding. It returns the report of what it
 // committed even when it fails part-way.
-func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, lim Limits, logger *slog.Logger) (rep Report, err error) {
+func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, opts Options, logger *slog.Logger) (rep Report, err error) {
 	start := time.Now()
 	defer func() { rep.Duration = time.Since(start) }()
-	lim.GroupMessages = cmp.Or(lim.GroupMessages, 64)
-	lim.GroupBytes = cmp.Or(lim.GroupBytes, 16<<20)
-	lim.FetchChunkBytes = cmp.Or(lim.FetchChunkBytes, 32<<20)
-	lim.ReadAheadBytes = cmp.Or(lim.ReadAheadBytes, 8<<20)
-	if lim.BatchSize < 1 || lim.BatchesPerRun < 1 || lim.MaxRawMimeBytes < 1 {
-		return rep, errors.New("forwardpass: limits must be positive")
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return rep, err
 	}
 
 	cp, hasCP, err := mailstore.ReadCheckpoint(ctx, db, binding.ID)
@@ -279,7 +297,7 @@ func Run(ctx context.Context, db DB, sess Session, binding mailstore.Binding, li
 	rep.UIDValidity = state.UIDValidity
 	rep.Observed = state
 
-	p := pass{db: db, sess: sess, binding: binding, lim: lim, logger: logger, state: state, rep: &rep, allowance: lim.MaxDownloadBytes}
+	p := pass{db: db, sess: sess, binding: binding, opts: opts, logger: logger, state: state, rep: &rep, allowance: opts.MaxDownloadBytes}
 	if hasCP {
 		p.expected = &cp
 		p.after = cp.LastSeenUID
@@ -358,7 +376,7 @@ type pass struct {
 	db       DB
 	sess     Session
 	binding  mailstore.Binding
-	lim      Limits
+	opts     Options
 	logger   *slog.Logger
 	state    imapx.FolderState
 	expected *mailstore.Checkpoint
@@ -372,7 +390,7 @@ type pass struct {
 	// committed; nil when none was started. While it runs, it alone
 	// drives the session.
 	ahead *bodyStream
-	// allowance is what Limits.MaxDownloadBytes leaves, by declared size,
+	// allowance is what Options.MaxDownloadBytes leaves, by declared size,
 	// of the content the streams may still ask for; cut is set once a
 	// stream left a message for lack of it, after which no stream asks
 	// for anything. Only the stream driving the session touches them
@@ -391,12 +409,12 @@ func (p *pass) run(ctx context.Context) error {
 		p.ahead.abandon()
 		p.rep.RequestedBytes = p.requested
 	}()
-	uids, err := p.sess.SearchUIDs(ctx, p.after, p.lim.EarliestDate)
+	uids, err := p.sess.SearchUIDs(ctx, p.after, p.opts.EarliestDate)
 	if err != nil {
 		return err
 	}
 	uids = below(uids, p.state.UIDNext)
-	if !p.lim.EarliestDate.IsZero() {
+	if !p.opts.EarliestDate.IsZero() {
 		all, err := p.sess.SearchUIDs(ctx, p.after, time.Time{})
 		if err != nil {
 			return err
@@ -404,17 +422,17 @@ func (p *pass) run(ctx context.Context) error {
 		p.rep.ExcludedByDate = len(below(all, p.state.UIDNext)) - len(uids)
 	}
 
-	for len(uids) > 0 && p.rep.Batches < p.lim.BatchesPerRun && !p.stopping() {
-		n := min(len(uids), p.lim.BatchSize)
+	for len(uids) > 0 && p.rep.Batches < p.opts.BatchesPerRun && !p.stopping() {
+		n := min(len(uids), p.opts.BatchSize)
 		batch := uids[:n]
 		// following and after are the batches this pass stores next, read
 		// ahead while this one is stored.
 		var following, after []uint32
-		if p.rep.Batches+1 < p.lim.BatchesPerRun {
-			following = uids[n:min(len(uids), n+p.lim.BatchSize)]
+		if p.rep.Batches+1 < p.opts.BatchesPerRun {
+			following = uids[n:min(len(uids), n+p.opts.BatchSize)]
 		}
-		if p.rep.Batches+2 < p.lim.BatchesPerRun {
-			after = uids[min(len(uids), n+p.lim.BatchSize):min(len(uids), n+2*p.lim.BatchSize)]
+		if p.rep.Batches+2 < p.opts.BatchesPerRun {
+			after = uids[min(len(uids), n+p.opts.BatchSize):min(len(uids), n+2*p.opts.BatchSize)]
 		}
 		if err := p.storeBatch(ctx, batch, following, after); err != nil {
 			var (
@@ -482,7 +500,7 @@ func (p *pass) run(ctx context.Context) error {
 // stopping reports that the process is shutting down.
 func (p *pass) stopping() bool {
 	select {
-	case <-p.lim.Stopping:
+	case <-p.opts.Stopping:
 		return true
 	default:
 		return false
@@ -564,8 +582,8 @@ func (p *pass) advance(ctx context.Context, uid uint32, final bool) error {
 				cycle = append(cycle, "completed")
 			}
 		}
-		if p.lim.AfterFinalCheckpoint != nil {
-			return p.lim.AfterFinalCheckpoint(ctx, tx)
+		if p.opts.AfterFinalCheckpoint != nil {
+			return p.opts.AfterFinalCheckpoint(ctx, tx)
 		}
 		return nil
 	})
@@ -630,7 +648,7 @@ type withheldError struct {
 
 // allowanceSpent ends a batch whose stream left the message first, of
 // declared size size, and everything after it, for lack of allowance
-// (Limits.MaxDownloadBytes). What the batch stored below it is committed.
+// (Options.MaxDownloadBytes). What the batch stored below it is committed.
 type allowanceSpent struct {
 	first uint32
 	size  int64
@@ -718,8 +736,8 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	}
 	c.vanished = len(batch) - len(byUID)
 
-	w := newWriter(p.writers(), p.lim.GroupMessages, p.lim.GroupBytes, p.lim.Extraction, p.lim.CommitAttempts)
-	w.offer = p.lim.Offer
+	w := newWriter(p.writers(), p.opts.GroupMessages, p.opts.GroupBytes, p.opts.Extraction, p.opts.CommitAttempts)
+	w.offer = p.opts.Offer
 	defer w.rollback(ctx)
 
 	for _, uid := range batch {
@@ -737,7 +755,7 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 			c.shared++
 			continue
 		}
-		if m.Size > p.lim.MaxRawMimeBytes {
+		if m.Size > p.opts.MaxRawMimeBytes {
 			o := p.occurrence(m, observed, nil, mailstore.ExceededSizeLimit)
 			p.identify(&o, s.identities[uid])
 			if err := w.write(ctx, o); err != nil {
@@ -751,7 +769,7 @@ func (p *pass) batch(ctx context.Context, batch, next, after []uint32, c *counts
 	store := func(b imapx.Body) error {
 		m, ok := byUID[b.UID]
 		_, isShared := shared[b.UID]
-		if !ok || written[b.UID] || isShared || m.Size > p.lim.MaxRawMimeBytes {
+		if !ok || written[b.UID] || isShared || m.Size > p.opts.MaxRawMimeBytes {
 			// An answer for a UID this batch did not ask about or its join
 			// carried, or a second answer for one already written: writing
 			// it again on the other lane would wait on the first write's
@@ -1095,8 +1113,8 @@ func below(uids []uint32, uidNext uint32) []uint32 {
 }
 
 func (p *pass) writers() []DB {
-	if p.lim.SecondWriter != nil {
-		return []DB{p.db, p.lim.SecondWriter}
+	if p.opts.SecondWriter != nil {
+		return []DB{p.db, p.opts.SecondWriter}
 	}
 	return []DB{p.db}
 }

@@ -127,7 +127,7 @@ func TestForwardPassIgnoresASecondAnswerForOneUID(t *testing.T) {
 	require.NoError(t, err)
 	defer second.Release()
 
-	rep, err := Run(ctx, conn, &answerTwiceSession{n: 5, twice: 2}, binding, Limits{
+	rep, err := Run(ctx, conn, &answerTwiceSession{n: 5, twice: 2}, binding, Options{
 		SecondWriter: second, BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -148,7 +148,7 @@ func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	pool, binding, conn := b.pool, b.binding, b.conn
-	limits := Limits{BatchSize: 2, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
+	opts := Options{BatchSize: 2, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	served := func() map[uint32]int {
@@ -165,7 +165,7 @@ func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 	passUntilDone := func(sess Session) []Report {
 		var reps []Report
 		for {
-			rep, err := Run(ctx, conn, sess, binding, limits, logger)
+			rep, err := Run(ctx, conn, sess, binding, opts, logger)
 			require.NoError(t, err)
 			reps = append(reps, rep)
 			if !rep.More {
@@ -180,7 +180,7 @@ func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 	require.Equal(t, map[uint32]int{7: 5}, served())
 
 	recreated := &answerTwiceSession{n: 3, validity: 8}
-	rep, err := Run(ctx, conn, recreated, binding, limits, logger)
+	rep, err := Run(ctx, conn, recreated, binding, opts, logger)
 	require.NoError(t, err)
 	require.True(t, rep.ProgressReset)
 	require.True(t, rep.More)
@@ -195,7 +195,7 @@ func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 	require.Equal(t, 5, kept, "a UIDVALIDITY change never deletes anything")
 
 	// Another pass changes nothing.
-	rep, err = Run(ctx, conn, recreated, binding, limits, logger)
+	rep, err = Run(ctx, conn, recreated, binding, opts, logger)
 	require.NoError(t, err)
 	require.Zero(t, rep.Scope)
 }
@@ -241,7 +241,7 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 		conn, err := b.pool.Acquire(ctx)
 		require.NoError(t, err)
 		defer conn.Release()
-		return Run(ctx, conn, sess, b.binding, Limits{
+		return Run(ctx, conn, sess, b.binding, Options{
 			BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20, CommitAttempts: attempts,
 			Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
 		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -330,7 +330,7 @@ func TestForwardPassDoesNotStepOverWithheldContent(t *testing.T) {
 	pool, binding, conn := b.pool, b.binding, b.conn
 	sess := &withholdingSession{answerTwiceSession: answerTwiceSession{n: 8}, withheld: 5, expunged: 3, empty: 2}
 	pass := func() (Report, error) {
-		return Run(ctx, conn, sess, binding, Limits{BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
+		return Run(ctx, conn, sess, binding, Options{BatchSize: 10, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20,
 			Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}},
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
@@ -402,7 +402,7 @@ func TestForwardPassStopsAtABatchBoundary(t *testing.T) {
 	ctx, b := setup(t)
 	pool, binding, conn := b.pool, b.binding, b.conn
 	sess := &stoppingSession{answerTwiceSession: answerTwiceSession{n: 30}, stop: make(chan struct{})}
-	rep, err := Run(ctx, conn, sess, binding, Limits{BatchSize: 10, BatchesPerRun: 3, MaxRawMimeBytes: 1 << 20, Stopping: sess.stop,
+	rep, err := Run(ctx, conn, sess, binding, Options{BatchSize: 10, BatchesPerRun: 3, MaxRawMimeBytes: 1 << 20, Stopping: sess.stop,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
@@ -439,7 +439,7 @@ func TestForwardPassOffersEachMessageInTheTransactionThatWroteIt(t *testing.T) {
 		offered = append(offered, ids...)
 		return nil
 	}
-	rep, err := Run(ctx, b.conn, &answerTwiceSession{n: 20}, b.binding, Limits{
+	rep, err := Run(ctx, b.conn, &answerTwiceSession{n: 20}, b.binding, Options{
 		SecondWriter: second, BatchSize: 20, BatchesPerRun: 1, MaxRawMimeBytes: 1 << 20, Offer: offer,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -498,14 +498,14 @@ func TestForwardPassStopsAtItsDownloadAllowance(t *testing.T) {
 	// the size limit and costs nothing.
 	sizes := map[uint32]int64{1: 300, 2: 300, 3: 300, 4: 300, 5: 900, 6: 100, 7: 300, 8: 300, 9: 5000, 10: 300}
 	sess := &sizedSession{answerTwiceSession: answerTwiceSession{n: 10}, size: func(u uint32) int64 { return sizes[u] }}
-	limits := Limits{
+	opts := Options{
 		BatchSize: 3, BatchesPerRun: 10, MaxRawMimeBytes: 4096,
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	limits.MaxDownloadBytes = 1500
-	rep, err := Run(ctx, b.conn, sess, b.binding, limits, logger)
+	opts.MaxDownloadBytes = 1500
+	rep, err := Run(ctx, b.conn, sess, b.binding, opts, logger)
 	require.NoError(t, err)
 	require.True(t, rep.BudgetReached)
 	require.True(t, rep.More)
@@ -519,16 +519,16 @@ func TestForwardPassStopsAtItsDownloadAllowance(t *testing.T) {
 	require.Equal(t, uint32(4), cp.LastSeenUID, "committed")
 
 	// An allowance that cannot hold the next message asks for nothing.
-	limits.MaxDownloadBytes = 899
-	rep, err = Run(ctx, b.conn, sess, b.binding, limits, logger)
+	opts.MaxDownloadBytes = 899
+	rep, err = Run(ctx, b.conn, sess, b.binding, opts, logger)
 	require.NoError(t, err)
 	require.True(t, rep.BudgetReached)
 	require.Zero(t, rep.Stored)
 	require.Equal(t, uint32(4), rep.CheckpointUID)
 	require.Len(t, sess.fetched, 4)
 
-	limits.MaxDownloadBytes = 10_000
-	rep, err = Run(ctx, b.conn, sess, b.binding, limits, logger)
+	opts.MaxDownloadBytes = 10_000
+	rep, err = Run(ctx, b.conn, sess, b.binding, opts, logger)
 	require.NoError(t, err)
 	require.False(t, rep.BudgetReached)
 	require.False(t, rep.More)

@@ -197,7 +197,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.StartTimer()
 		sess := &ingestSession{c: corpus}
 		for {
-			rep, err := Run(ctx, conn, sess, binding, Limits{
+			rep, err := Run(ctx, conn, sess, binding, Options{
 				SecondWriter: second, BatchSize: 100, BatchesPerRun: 10, MaxRawMimeBytes: 25 << 20,
 				Extraction: mimex.Limits{MaxPartCount: 1000, MaxNestingDepth: 30, MaxExtractedTextCharacters: 100000},
 			}, logger)

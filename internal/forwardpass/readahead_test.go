@@ -60,7 +60,7 @@ func (s *readAheadSession) FetchBodies(ctx context.Context, uids []uint32, maxBy
 	return s.answerTwiceSession.FetchBodies(ctx, uids, maxBytes, fn)
 }
 
-var readAheadLimits = Limits{
+var readAheadOptions = Options{
 	BatchSize: 5, BatchesPerRun: 10, MaxRawMimeBytes: 1 << 20,
 	Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000},
 }
@@ -76,8 +76,8 @@ func TestForwardPassReadsMetadataAheadButWritesNothingPastAFailedCommit(t *testi
 	ctx, b := setup(t)
 	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, asked: make(chan uint32, 4)}
 	refused := errors.New("commit refused")
-	lim := readAheadLimits
-	lim.Offer = func(ctx context.Context, _ pgx.Tx, _ []uuid.UUID) error {
+	opts := readAheadOptions
+	opts.Offer = func(ctx context.Context, _ pgx.Tx, _ []uuid.UUID) error {
 		for {
 			select {
 			case first := <-sess.asked:
@@ -89,7 +89,7 @@ func TestForwardPassReadsMetadataAheadButWritesNothingPastAFailedCommit(t *testi
 			}
 		}
 	}
-	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rep, err := Run(ctx, b.conn, sess, b.binding, opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.ErrorIs(t, err, refused)
 	require.Zero(t, rep.Stored)
 	require.Zero(t, rep.Batches)
@@ -108,7 +108,7 @@ func TestForwardPassReportsAFailedReadAheadAfterTheBatchCommits(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, asked: make(chan uint32), failAt: 6}
-	rep, err := Run(ctx, b.conn, sess, b.binding, readAheadLimits, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rep, err := Run(ctx, b.conn, sess, b.binding, readAheadOptions, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.ErrorContains(t, err, "metadata fetch failed")
 	require.Equal(t, 5, rep.Stored)
 	require.Equal(t, 1, rep.Batches)
@@ -127,9 +127,9 @@ func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, bodiesAsked: make(chan uint32, 4)}
-	lim := readAheadLimits
+	opts := readAheadOptions
 	waited := false
-	lim.Offer = func(ctx context.Context, _ pgx.Tx, _ []uuid.UUID) error {
+	opts.Offer = func(ctx context.Context, _ pgx.Tx, _ []uuid.UUID) error {
 		if waited {
 			return nil
 		}
@@ -145,7 +145,7 @@ func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
 			}
 		}
 	}
-	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rep, err := Run(ctx, b.conn, sess, b.binding, opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.Equal(t, 10, rep.Stored)
 	require.Equal(t, uint32(10), rep.CheckpointUID)
@@ -167,9 +167,9 @@ func TestForwardPassReadsPastABoundSmallerThanAMessage(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}}
-	lim := readAheadLimits
-	lim.ReadAheadBytes = 1
-	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	opts := readAheadOptions
+	opts.ReadAheadBytes = 1
+	rep, err := Run(ctx, b.conn, sess, b.binding, opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.Equal(t, 10, rep.Stored)
 	uids, err := mailstore.StoredUIDs(ctx, b.pool, b.binding.ID, 7)
@@ -184,7 +184,7 @@ func TestForwardPassFailsTheBatchWhoseReadFailed(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	sess := &readAheadSession{answerTwiceSession: answerTwiceSession{n: 10}, failBodiesAt: 6}
-	rep, err := Run(ctx, b.conn, sess, b.binding, readAheadLimits, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rep, err := Run(ctx, b.conn, sess, b.binding, readAheadOptions, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var transport *imapx.TransportError
 	require.ErrorAs(t, err, &transport)
 	require.Equal(t, 5, rep.Stored)
@@ -241,9 +241,9 @@ func TestForwardPassAsksAboutAMissingBodyWithoutSharingTheSession(t *testing.T) 
 	t.Parallel()
 	ctx, b := setup(t)
 	sess := &exclusiveSession{Session: &withholdingSession{answerTwiceSession: answerTwiceSession{n: 12}, expunged: 3}}
-	lim := readAheadLimits
-	lim.BatchSize = 4
-	rep, err := Run(ctx, b.conn, sess, b.binding, lim, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	opts := readAheadOptions
+	opts.BatchSize = 4
+	rep, err := Run(ctx, b.conn, sess, b.binding, opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	require.False(t, sess.overlap.Load(), "two calls drove the session at once")
 	require.Equal(t, 11, rep.Stored)

@@ -73,7 +73,7 @@ type writer struct {
 	spare   [][]byte
 	copying bool
 	// offer, when set, is what each lane's commit offers the stored-email
-	// ids its own writes of the open group returned (Limits.Offer).
+	// ids its own writes of the open group returned (Options.Offer).
 	offer func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error
 }
 
