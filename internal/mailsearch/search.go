@@ -152,6 +152,9 @@ type Hit struct {
 	SentAt        *time.Time `json:"sent_at"`
 	From          string     `json:"from"`
 	Subject       string     `json:"subject"`
+	// Labels are the server's labels of the message (Gmail's X-GM-LABELS)
+	// as last observed, absent where the server has none.
+	Labels []string `json:"labels,omitempty"`
 	// Passage is the ordinal of the message's passage nearest to the
 	// query (0 the subject), nil when only the lexical index found it.
 	Passage *int16 `json:"best_passage"`
@@ -185,8 +188,38 @@ func clampLimit(limit int) int {
 	return min(limit, 500)
 }
 
-// Search answers r, best first.
+// Search answers r, best first, each hit with its labels.
 func (s *Searcher) Search(ctx context.Context, r Request) (Result, error) {
+	res, err := s.search(ctx, r)
+	if err != nil {
+		return res, err
+	}
+	res.Hits, err = s.labelled(ctx, res.Hits)
+	return res, err
+}
+
+// labelled returns hits with each message's labels.
+func (s *Searcher) labelled(ctx context.Context, hits []Hit) ([]Hit, error) {
+	if len(hits) == 0 {
+		return hits, nil
+	}
+	ids := make([]uuid.UUID, len(hits))
+	for i, h := range hits {
+		ids[i] = h.StoredEmailID
+	}
+	labels, err := resilience.Get(ctx, s.Registry, dbKey, "search-labels", func(ctx context.Context) (map[uuid.UUID][]string, error) {
+		return mailstore.EmailLabels(ctx, s.Querier, ids)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range hits {
+		hits[i].Labels = labels[hits[i].StoredEmailID]
+	}
+	return hits, nil
+}
+
+func (s *Searcher) search(ctx context.Context, r Request) (Result, error) {
 	mode := cmp.Or(r.Mode, s.DefaultMode())
 	if !slices.Contains(Modes, mode) {
 		return Result{}, ErrUnknownMode
@@ -481,7 +514,7 @@ type SimilarRequest struct {
 
 // Similar returns the served messages nearest to r.EmailID by its
 // passages' vectors (their normalized mean, searchindex.EmailVector),
-// best first, the message itself left out: a semantic search through the
+// best first, each with its labels, the message itself left out: a semantic search through the
 // vector index that needs no provider, since the vectors are stored.
 // It fails with ErrNoProfile without a profile and ErrNotEmbedded for a
 // message with no vector under it.
@@ -507,8 +540,12 @@ func (s *Searcher) Similar(ctx context.Context, r SimilarRequest) ([]Hit, error)
 	if err != nil || n.none {
 		return nil, err
 	}
-	return s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: r.Alias, Exclude: []uuid.UUID{r.EmailID}},
+	hits, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: r.Alias, Exclude: []uuid.UUID{r.EmailID}},
 		n, clampLimit(r.Limit))
+	if err != nil {
+		return nil, err
+	}
+	return s.labelled(ctx, hits)
 }
 
 var dbKey = resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}

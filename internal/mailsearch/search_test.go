@@ -234,6 +234,33 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, b.ids["crane"], res.Hits[0].StoredEmailID)
 	})
 
+	t.Run("HitsCarryLabels", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		labels := []string{`\Inbox`, "Harbour"}
+		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_labels = $2 WHERE id = $1`, b.ids["crane"], labels)
+		require.NoError(t, err)
+		for _, mode := range mailsearch.Modes {
+			res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection report", Mode: mode})
+			require.NoError(t, err)
+			require.Equal(t, b.ids["crane"], res.Hits[0].StoredEmailID, string(mode))
+			require.Equal(t, labels, res.Hits[0].Labels, string(mode))
+		}
+		hits, err := b.searcher.Similar(b.ctx, mailsearch.SimilarRequest{EmailID: b.ids["lunch"], Limit: 5})
+		require.NoError(t, err)
+		for _, h := range hits {
+			if h.StoredEmailID == b.ids["crane"] {
+				require.Equal(t, labels, h.Labels)
+			} else {
+				require.Nil(t, h.Labels, "a message without labels has none")
+			}
+		}
+		require.Len(t, hits, 2)
+		body, err := json.Marshal(mailsearch.Answer{Hits: hits})
+		require.NoError(t, err)
+		require.Contains(t, string(body), `"labels":["\\Inbox","Harbour"]`, "the API answers them")
+	})
+
 	t.Run("SimilarMail", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

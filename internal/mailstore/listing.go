@@ -229,3 +229,30 @@ func AliasBound(ctx context.Context, q Querier, accounts []string, alias string)
 	}
 	return bound, nil
 }
+
+// EmailLabels returns the server's labels (remote_labels) of those of ids
+// that have any, by id: what a search's hits show of each message. It
+// does not check that a message is served; the search that found it did.
+func EmailLabels(ctx context.Context, q Querier, ids []uuid.UUID) (map[uuid.UUID][]string, error) {
+	out := map[uuid.UUID][]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `SELECT id, remote_labels FROM stored_emails
+		WHERE id = ANY($1::uuid[]) AND cardinality(remote_labels) > 0`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read email labels: %w", err)
+	}
+	var (
+		id     uuid.UUID
+		labels []string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &labels}, func() error {
+		out[id] = labels
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read email labels: %w", err)
+	}
+	return out, nil
+}
