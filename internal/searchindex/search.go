@@ -21,7 +21,11 @@ type Query struct {
 	Accounts []string
 	// Account, when set, narrows to one of them.
 	Account string
-	// Alias, when set, narrows to one folder alias.
+	// Alias, when set, narrows to the emails whose own row (the holder of
+	// a message stored once for several folders) is in a folder of the
+	// alias. It does not see an occurrence that shares an email held in
+	// another folder: the index knows each email by its holder's folder.
+	// mailsearch narrows by such an alias through mailstore.InAlias.
 	Alias string
 	// Limit bounds the hits. Default 20, at most 500 or Window.
 	Limit int
