@@ -40,30 +40,25 @@ func TestGmailMessageInThreeFoldersEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	password := filepath.Join(dir, "imap-password")
 	require.NoError(t, os.WriteFile(password, []byte(u.Password()+"\n"), 0o600))
-	env := map[string]string{
-		"MAILFATHOM_DATABASE_URL":                dbURL,
-		"MAILFATHOM_HTTP_ADDR":                   "127.0.0.1:0",
-		"MAILFATHOM_LOG_FORMAT":                  "json",
-		"MAILFATHOM_UI_ENABLED":                  "false",
-		"MAILFATHOM_SYNC_ENABLED":                "true",
-		"MAILFATHOM_SYNC_INTERVAL":               "1h",
-		"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":    "1h",
-		"MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT": "5s",
-		"MAILFATHOM_ACCOUNTS_0_ID":               "gmail",
-		"MAILFATHOM_ACCOUNTS_0_HOST":             srv.Host(),
-		"MAILFATHOM_ACCOUNTS_0_PORT":             strconv.Itoa(srv.Port()),
-		"MAILFATHOM_ACCOUNTS_0_USERNAME":         u.Name(),
-		"MAILFATHOM_ACCOUNTS_0_PASSWORD":         "file:" + password,
+	env := serveEnv(dbURL)
+	for k, v := range map[string]string{
+		"ID":       "gmail",
+		"HOST":     srv.Host(),
+		"PORT":     strconv.Itoa(srv.Port()),
+		"USERNAME": u.Name(),
+		"PASSWORD": "file:" + password,
 		// The test server listens in the clear, on loopback.
-		"MAILFATHOM_ACCOUNTS_0_CONNECTION_SECURITY":                                         "None",
-		"MAILFATHOM_ACCOUNTS_0_ALLOW_INSECURE_CONNECTION":                                   "true",
-		"MAILFATHOM_ACCOUNTS_0_ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION": "true",
-		"MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS":                                             "all",
-		"MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH":                                       gmailtest.AllMail,
-		"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS":                                             "inbox",
-		"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH":                                       "INBOX",
-		"MAILFATHOM_ACCOUNTS_0_FOLDERS_2_ALIAS":                                             "work",
-		"MAILFATHOM_ACCOUNTS_0_FOLDERS_2_REMOTE_PATH":                                       "Work",
+		"CONNECTION_SECURITY":       "None",
+		"ALLOW_INSECURE_CONNECTION": "true",
+		"ALLOW_CLEAR_TEXT_AUTHENTICATION_OVER_UNENCRYPTED_CONNECTION": "true",
+		"FOLDERS_0_ALIAS":       "all",
+		"FOLDERS_0_REMOTE_PATH": gmailtest.AllMail,
+		"FOLDERS_1_ALIAS":       "inbox",
+		"FOLDERS_1_REMOTE_PATH": "INBOX",
+		"FOLDERS_2_ALIAS":       "work",
+		"FOLDERS_2_REMOTE_PATH": "Work",
+	} {
+		env["MAILFATHOM_ACCOUNTS_0_"+k] = v
 	}
 	p := startServe(t, "serve", dir, env)
 	pool, err := newPool(dbURL)
