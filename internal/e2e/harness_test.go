@@ -326,19 +326,27 @@ func setup(t testing.TB, dbURL string, opts ...dovecot.Option) *testBundle {
 		pool:   pool,
 		dir:    dir,
 		caFile: files.CACert,
-		env: map[string]string{
-			"MAILFATHOM_DATABASE_URL":                dbURL,
-			"MAILFATHOM_HTTP_ADDR":                   "127.0.0.1:0",
-			"MAILFATHOM_LOG_FORMAT":                  "json",
-			"MAILFATHOM_UI_ENABLED":                  "false",
-			"MAILFATHOM_SYNC_ENABLED":                "true",
-			"MAILFATHOM_SYNC_INTERVAL":               "1h",
-			"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":    "1h",
-			"MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT": "5s",
-		},
+		env:    serveEnv(dbURL),
 	}
 	t.Cleanup(func() { b.pool.Close() })
 	return b
+}
+
+// serveEnv is the environment of a serve process, without accounts,
+// against the database at dbURL: no River UI, JSON logs, an ephemeral
+// HTTP port, synchronization enabled with a long interval so that only the
+// runs a test causes happen.
+func serveEnv(dbURL string) map[string]string {
+	return map[string]string{
+		"MAILFATHOM_DATABASE_URL":                dbURL,
+		"MAILFATHOM_HTTP_ADDR":                   "127.0.0.1:0",
+		"MAILFATHOM_LOG_FORMAT":                  "json",
+		"MAILFATHOM_UI_ENABLED":                  "false",
+		"MAILFATHOM_SYNC_ENABLED":                "true",
+		"MAILFATHOM_SYNC_INTERVAL":               "1h",
+		"MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF":    "1h",
+		"MAILFATHOM_SYNC_SHUTDOWN_DRAIN_TIMEOUT": "5s",
+	}
 }
 
 // folderMapping is one configured folder: an alias on a remote path.

@@ -152,6 +152,9 @@ type Hit struct {
 	SentAt        *time.Time `json:"sent_at"`
 	From          string     `json:"from"`
 	Subject       string     `json:"subject"`
+	// Labels are the server's labels of the message (Gmail's X-GM-LABELS)
+	// as last observed, absent where the server has none.
+	Labels []string `json:"labels,omitempty"`
 	// Passage is the ordinal of the message's passage nearest to the
 	// query (0 the subject), nil when only the lexical index found it.
 	Passage *int16 `json:"best_passage"`
@@ -185,8 +188,38 @@ func clampLimit(limit int) int {
 	return min(limit, 500)
 }
 
-// Search answers r, best first.
+// Search answers r, best first, each hit with its labels.
 func (s *Searcher) Search(ctx context.Context, r Request) (Result, error) {
+	res, err := s.search(ctx, r)
+	if err != nil {
+		return res, err
+	}
+	res.Hits, err = s.labelled(ctx, res.Hits)
+	return res, err
+}
+
+// labelled returns hits with each message's labels.
+func (s *Searcher) labelled(ctx context.Context, hits []Hit) ([]Hit, error) {
+	if len(hits) == 0 {
+		return hits, nil
+	}
+	ids := make([]uuid.UUID, len(hits))
+	for i, h := range hits {
+		ids[i] = h.StoredEmailID
+	}
+	labels, err := resilience.Get(ctx, s.Registry, dbKey, "search-labels", func(ctx context.Context) (map[uuid.UUID][]string, error) {
+		return mailstore.EmailLabels(ctx, s.Querier, ids)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range hits {
+		hits[i].Labels = labels[hits[i].StoredEmailID]
+	}
+	return hits, nil
+}
+
+func (s *Searcher) search(ctx context.Context, r Request) (Result, error) {
 	mode := cmp.Or(r.Mode, s.DefaultMode())
 	if !slices.Contains(Modes, mode) {
 		return Result{}, ErrUnknownMode
@@ -208,7 +241,7 @@ func (s *Searcher) Search(ctx context.Context, r Request) (Result, error) {
 		if err != nil {
 			return Result{}, &ProviderError{Err: err}
 		}
-		hits, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: r.Alias}, n, limit)
+		hits, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: n.alias}, n, limit)
 		return Result{Mode: mode, Hits: hits}, err
 	}
 	// Each half ranks more than it answers, so a message ranked modestly
@@ -233,7 +266,7 @@ func (s *Searcher) Search(ctx context.Context, r Request) (Result, error) {
 	if lexicalOnly != "" {
 		return Result{Mode: mode, Hits: lex.hits[:min(limit, len(lex.hits))], LexicalOnly: lexicalOnly}, nil
 	}
-	sem, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: r.Alias}, n, depth)
+	sem, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: n.alias}, n, depth)
 	if err != nil {
 		return Result{}, err
 	}
@@ -314,6 +347,12 @@ func (s *Searcher) answeredModel(ctx context.Context, model string) error {
 
 // narrowing is how a request's filter narrows its search.
 type narrowing struct {
+	// alias is the folder alias the halves narrow by themselves: the
+	// request's, unless a folder of it holds occurrences of emails held
+	// elsewhere (mailstore.AliasShared). The indexes know each email by
+	// the folder of its holder row, so such an alias is the filter's to
+	// apply (mailstore.InAlias), and the halves search every folder.
+	alias string
 	// sentSince and sentUntil are the filter's sending dates, which the
 	// semantic half applies as it searches.
 	sentSince, sentUntil *time.Time
@@ -329,19 +368,31 @@ type narrowing struct {
 	none bool
 }
 
-// narrow reads how f narrows a search of account and alias: not at all
-// (nil), to the few messages it admits, or by filtering the hits.
+// narrow reads how f (nil for none) narrows a search of account and
+// alias: not at all, to the few messages it admits, or by filtering the
+// hits.
 func (s *Searcher) narrow(ctx context.Context, account, alias string, f *mailstore.EmailFilter) (narrowing, error) {
-	if f == nil {
-		return narrowing{}, nil
+	var keep mailstore.EmailFilter
+	if f != nil {
+		keep = *f
 	}
-	keep := *f
 	keep.Accounts, keep.Account, keep.Alias = s.Accounts, account, alias
-	n := narrowing{sentSince: keep.SentSince, sentUntil: keep.SentUntil}
+	n := narrowing{alias: alias, sentSince: keep.SentSince, sentUntil: keep.SentUntil}
+	if alias != "" {
+		shared, err := resilience.Get(ctx, s.Registry, dbKey, "search-alias", func(ctx context.Context) (bool, error) {
+			return mailstore.AliasShared(ctx, s.Querier, s.Accounts, account, alias)
+		})
+		if err != nil {
+			return narrowing{}, err
+		}
+		if shared {
+			n.alias = ""
+		}
+	}
 	n.rest = keep.ReceivedSince != nil || keep.ReceivedUntil != nil || keep.From != "" || keep.To != "" ||
-		keep.HasAttachment != nil || keep.Unread != nil || keep.Flagged != nil || keep.Label != ""
+		keep.HasAttachment != nil || keep.Unread != nil || keep.Flagged != nil || keep.Label != "" || n.alias != alias
 	if !n.rest && keep.SentSince == nil && keep.SentUntil == nil {
-		return narrowing{}, nil
+		return narrowing{alias: alias}, nil
 	}
 	admitted, err := resilience.Get(ctx, s.Registry, dbKey, "search-filter", func(ctx context.Context) ([]mailstore.EmailSummary, error) {
 		return mailstore.ListEmails(ctx, s.Querier, keep, nil, restrictedScope+1)
@@ -390,7 +441,7 @@ func (s *Searcher) kept(ctx context.Context, n narrowing, hits []Hit) ([]Hit, er
 // ranks four times as many of the most recent matches while fewer than
 // limit of them pass it, until every match is ranked.
 func (s *Searcher) lexical(ctx context.Context, r Request, n narrowing, limit int) ([]Hit, error) {
-	q := searchindex.Query{Text: r.Text, Accounts: s.Accounts, Account: r.Account, Alias: r.Alias, Limit: limit,
+	q := searchindex.Query{Text: r.Text, Accounts: s.Accounts, Account: r.Account, Alias: n.alias, Limit: limit,
 		Configuration: s.Configuration, Emails: n.emails}
 	if n.keep == nil {
 		return s.lexicalHits(ctx, q)
@@ -481,7 +532,7 @@ type SimilarRequest struct {
 
 // Similar returns the served messages nearest to r.EmailID by its
 // passages' vectors (their normalized mean, searchindex.EmailVector),
-// best first, the message itself left out: a semantic search through the
+// best first, each with its labels, the message itself left out: a semantic search through the
 // vector index that needs no provider, since the vectors are stored.
 // It fails with ErrNoProfile without a profile and ErrNotEmbedded for a
 // message with no vector under it.
@@ -507,8 +558,12 @@ func (s *Searcher) Similar(ctx context.Context, r SimilarRequest) ([]Hit, error)
 	if err != nil || n.none {
 		return nil, err
 	}
-	return s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: r.Alias, Exclude: []uuid.UUID{r.EmailID}},
+	hits, err := s.semantic(ctx, searchindex.SemanticQuery{Vector: vector, Account: r.Account, Alias: n.alias, Exclude: []uuid.UUID{r.EmailID}},
 		n, clampLimit(r.Limit))
+	if err != nil {
+		return nil, err
+	}
+	return s.labelled(ctx, hits)
 }
 
 var dbKey = resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}

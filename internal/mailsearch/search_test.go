@@ -234,6 +234,70 @@ func TestSearch(t *testing.T) {
 		require.Equal(t, b.ids["crane"], res.Hits[0].StoredEmailID)
 	})
 
+	t.Run("HitsCarryLabels", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		labels := []string{`\Inbox`, "Harbour"}
+		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_labels = $2 WHERE id = $1`, b.ids["crane"], labels)
+		require.NoError(t, err)
+		for _, mode := range mailsearch.Modes {
+			res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection report", Mode: mode})
+			require.NoError(t, err)
+			require.Equal(t, b.ids["crane"], res.Hits[0].StoredEmailID, string(mode))
+			require.Equal(t, labels, res.Hits[0].Labels, string(mode))
+		}
+		hits, err := b.searcher.Similar(b.ctx, mailsearch.SimilarRequest{EmailID: b.ids["lunch"], Limit: 5})
+		require.NoError(t, err)
+		for _, h := range hits {
+			if h.StoredEmailID == b.ids["crane"] {
+				require.Equal(t, labels, h.Labels)
+			} else {
+				require.Nil(t, h.Labels, "a message without labels has none")
+			}
+		}
+		require.Len(t, hits, 2)
+		body, err := json.Marshal(mailsearch.Answer{Hits: hits})
+		require.NoError(t, err)
+		require.Contains(t, string(body), `"labels":["\\Inbox","Harbour"]`, "the API answers them")
+	})
+
+	t.Run("AliasOfASharedOccurrence", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var accountID int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT mailbox_account_id FROM stored_emails WHERE id = $1`, b.ids["crane"]).Scan(&accountID))
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		work, _, _, err := mailstore.CommitBinding(b.ctx, tx, accountID, "WORK", "Work", "/")
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(b.ctx))
+		// The crane report is also under the label Work, stored once.
+		_, err = b.pool.Exec(b.ctx, `UPDATE stored_emails SET server_email_id = 'x-gm-msgid:7' WHERE id = $1`, b.ids["crane"])
+		require.NoError(t, err)
+		occurrence, err := mailstore.UpsertOccurrence(b.ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: work.ID,
+			UIDValidity: 1, UID: 1, Size: 1, Availability: mailstore.Available, ServerEmailID: "x-gm-msgid:7", SharedEmailID: b.ids["crane"]})
+		require.NoError(t, err)
+		for _, mode := range mailsearch.Modes {
+			for _, filter := range []*mailstore.EmailFilter{nil, {}, {From: "office"}} {
+				res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection", Mode: mode, Alias: "WORK", Filter: filter})
+				require.NoError(t, err)
+				require.Equal(t, []uuid.UUID{b.ids["crane"]}, ids(res), "%s %v: in WORK by its occurrence there", mode, filter)
+			}
+		}
+		similar, err := b.searcher.Similar(b.ctx, mailsearch.SimilarRequest{EmailID: b.ids["lunch"], Alias: "WORK"})
+		require.NoError(t, err)
+		require.Len(t, similar, 1)
+		require.Equal(t, b.ids["crane"], similar[0].StoredEmailID)
+
+		_, err = b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, occurrence)
+		require.NoError(t, err)
+		for _, mode := range mailsearch.Modes {
+			res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection", Mode: mode, Alias: "WORK"})
+			require.NoError(t, err)
+			require.Empty(t, res.Hits, "%s: it left WORK", mode)
+		}
+	})
+
 	t.Run("SimilarMail", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -17,7 +17,9 @@ type EmailFilter struct {
 	// configured ones, so a removed account's mail is no longer served.
 	// Empty lists nothing.
 	Accounts []string
-	// Account and Alias narrow to one account and one folder alias.
+	// Account and Alias narrow to one account and one folder alias: a
+	// message is in every alias one of its live occurrences is in
+	// (InAlias).
 	Account, Alias string
 	// ReceivedSince and ReceivedUntil bound when the message was received
 	// (its topmost Received header, else the server's internal date):
@@ -111,7 +113,7 @@ func (f EmailFilter) where() (string, []any) {
 		conds = append(conds, "a.account_key = "+arg(f.Account))
 	}
 	if f.Alias != "" {
-		conds = append(conds, "f.alias = "+arg(f.Alias))
+		conds = append(conds, InAlias("e", "f", arg(f.Alias)))
 	}
 	received := "coalesce(e.received_at, e.internal_date, e.first_stored_at)"
 	if f.ReceivedSince != nil {
@@ -151,6 +153,42 @@ func (f EmailFilter) where() (string, []any) {
 		conds = append(conds, `EXISTS (SELECT 1 FROM unnest(e.remote_labels) l WHERE lower(l) = lower(`+arg(f.Label)+`))`)
 	}
 	return strings.Join(conds, "\n\t\t  AND "), args
+}
+
+// InAlias is the condition that the served email row email (of
+// served_stored_emails), whose own folder is folder (mail_folders), lives in
+// a folder of alias (a SQL expression): its own occurrence there, or one
+// that shares it (shared_email_id), while that occurrence lives — no
+// tombstone, of its folder's served UID space, as served_stored_emails
+// counts them. A message Gmail shows in INBOX and under a label is in both
+// aliases; one that left a folder is no longer in its alias, though it is
+// still served from another.
+func InAlias(email, folder, alias string) string {
+	return `((` + folder + `.alias = ` + alias + ` AND ` + email + `.remote_expunge_observed_at IS NULL
+		AND (` + folder + `.served_uid_validity IS NULL OR ` + email + `.uid_validity = ` + folder + `.served_uid_validity))
+	 OR EXISTS (SELECT 1 FROM stored_emails o JOIN mail_folders g ON g.id = o.mail_folder_id
+		WHERE o.shared_email_id = ` + email + `.id AND g.alias = ` + alias + ` AND o.remote_expunge_observed_at IS NULL
+		  AND (g.served_uid_validity IS NULL OR o.uid_validity = g.served_uid_validity)))`
+}
+
+// AliasShared reports whether a folder of alias, of one of accounts (of
+// account alone when it is not ""), holds a live occurrence of an email
+// held in another row: then the emails InAlias admits are more than those
+// whose own row is in the alias's folders.
+func AliasShared(ctx context.Context, q Querier, accounts []string, account, alias string) (bool, error) {
+	var shared bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stored_emails o
+		JOIN mail_folders g ON g.id = o.mail_folder_id
+		JOIN mailbox_accounts a ON a.id = g.mailbox_account_id
+		WHERE o.shared_email_id IS NOT NULL AND g.alias = $3
+		  AND a.account_key = ANY($1::text[]) AND ($2 = '' OR a.account_key = $2)
+		  AND o.remote_expunge_observed_at IS NULL
+		  AND (g.served_uid_validity IS NULL OR o.uid_validity = g.served_uid_validity))`,
+		accounts, account, alias).Scan(&shared)
+	if err != nil {
+		return false, fmt.Errorf("mailstore: read whether an alias holds shared emails: %w", err)
+	}
+	return shared, nil
 }
 
 // likeEscaper escapes LIKE's wildcards and its escape character, so a
@@ -228,4 +266,31 @@ func AliasBound(ctx context.Context, q Querier, accounts []string, alias string)
 		return false, fmt.Errorf("mailstore: read alias binding: %w", err)
 	}
 	return bound, nil
+}
+
+// EmailLabels returns the server's labels (remote_labels) of those of ids
+// that have any, by id: what a search's hits show of each message. It
+// does not check that a message is served; the search that found it did.
+func EmailLabels(ctx context.Context, q Querier, ids []uuid.UUID) (map[uuid.UUID][]string, error) {
+	out := map[uuid.UUID][]string{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `SELECT id, remote_labels FROM stored_emails
+		WHERE id = ANY($1::uuid[]) AND cardinality(remote_labels) > 0`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read email labels: %w", err)
+	}
+	var (
+		id     uuid.UUID
+		labels []string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &labels}, func() error {
+		out[id] = labels
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mailstore: read email labels: %w", err)
+	}
+	return out, nil
 }

@@ -108,28 +108,43 @@ func ReadEmail(ctx context.Context, q Querier, accounts []string, id uuid.UUID) 
 
 // ReadThread returns at most limit served messages of accounts in the
 // conversation of the served message id, oldest first by Date, and false
-// when id is not served. The conversation is the messages whose
-// Message-ID the message refers to (In-Reply-To, References), the messages
-// that refer to its Message-ID or to any of those, and the message
-// itself: the references a message carries name its whole ancestry, so
-// one step reaches every message that shares an ancestor with it.
+// when id is not served.
+//
+// A message the server names a thread of (Gmail's X-GM-THRID, RFC 8474's
+// THREADID: server_thread_id) has the server's conversation: every served
+// message of its account with the same thread identity, whatever their
+// headers say. Otherwise the conversation is the messages whose Message-ID
+// the message refers to (In-Reply-To, References), the messages that refer
+// to its Message-ID or to any of those, and the message itself: the
+// references a message carries name its whole ancestry, so one step
+// reaches every message that shares an ancestor with it. The two are not
+// mixed: a server's thread is not widened by headers.
 func ReadThread(ctx context.Context, q Querier, accounts []string, id uuid.UUID, limit int) ([]EmailSummary, bool, error) {
-	var ids []string
-	err := q.QueryRow(ctx, `SELECT array_remove(array_append(e.thread_references || e.in_reply_to, e.message_id), NULL)
+	var (
+		ids     []string
+		account int64
+		thread  *string
+	)
+	err := q.QueryRow(ctx, `SELECT array_remove(array_append(e.thread_references || e.in_reply_to, e.message_id), NULL),
+		       e.mailbox_account_id, e.server_thread_id
 		FROM served_stored_emails e JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-		WHERE e.id = $1 AND a.account_key = ANY($2::text[])`, id, accounts).Scan(&ids)
+		WHERE e.id = $1 AND a.account_key = ANY($2::text[])`, id, accounts).Scan(&ids, &account, &thread)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("mailstore: read thread: %w", err)
 	}
+	conversation, args := `(e.id = $3 OR e.message_id = ANY($4::text[]) OR e.thread_references && $4::text[] OR e.in_reply_to && $4::text[])`,
+		[]any{accounts, limit, id, ids}
+	if thread != nil {
+		conversation, args = `e.mailbox_account_id = $3 AND e.server_thread_id = $4`, []any{accounts, limit, account, *thread}
+	}
 	rows, err := q.Query(ctx, `SELECT `+summaryColumns+`
 		FROM `+summaryFrom+`
-		WHERE a.account_key = ANY($2::text[])
-		  AND (e.id = $1 OR e.message_id = ANY($3::text[]) OR e.thread_references && $3::text[] OR e.in_reply_to && $3::text[])
+		WHERE a.account_key = ANY($1::text[]) AND `+conversation+`
 		ORDER BY e.sent_at NULLS LAST, coalesce(e.received_at, e.internal_date, e.first_stored_at), e.id
-		LIMIT $4`, id, accounts, ids, limit)
+		LIMIT $2`, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("mailstore: read thread: %w", err)
 	}

@@ -214,7 +214,7 @@ func (s *server) addEmailTools(srv *mcp.Server) {
 	addTool(s, srv, &mcp.Tool{
 		Name:        "get_thread",
 		Title:       "Read a conversation",
-		Description: "Lists the messages of the conversation a message belongs to (by its Message-ID, In-Reply-To and References), oldest first.",
+		Description: "Lists the messages of the conversation a message belongs to, oldest first: the server's thread where the server names one (Gmail), else by Message-ID, In-Reply-To and References.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.getThread)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
@@ -36,6 +37,7 @@ func TestSearchTools(t *testing.T) {
 
 	type testBundle struct {
 		ctx        context.Context
+		pool       *pgxpool.Pool
 		cs         *mcp.ClientSession
 		provider   *embedtest.Server
 		searcher   *mailsearch.Searcher
@@ -47,7 +49,7 @@ func TestSearchTools(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		t.Cleanup(cancel)
 		pool := dbtest.Pool(t)
-		b := &testBundle{ctx: ctx}
+		b := &testBundle{ctx: ctx, pool: pool}
 		accountID, err := mailstore.EnsureAccount(ctx, pool, "primary")
 		require.NoError(t, err)
 		tx, err := pool.Begin(ctx)
@@ -112,9 +114,10 @@ func TestSearchTools(t *testing.T) {
 		return b
 	}
 	type email struct {
-		EmailID string  `json:"email_id"`
-		From    string  `json:"from"`
-		Score   float64 `json:"score"`
+		EmailID string   `json:"email_id"`
+		From    string   `json:"from"`
+		Score   float64  `json:"score"`
+		Labels  []string `json:"labels"`
 	}
 	type answer struct {
 		Mode        string  `json:"mode"`
@@ -161,6 +164,22 @@ func TestSearchTools(t *testing.T) {
 				require.Empty(t, out.LexicalOnly)
 			}
 		}
+	})
+
+	t.Run("LabelsAnsweredAndFiltered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_labels = '{"\\Inbox","Reports"}' WHERE id = $1`, b.reports[3])
+		require.NoError(t, err)
+		got, refused := call(t, b, "search_emails", map[string]any{"query": "crane winches", "mode": "lexical", "label": "reports"})
+		require.Empty(t, refused)
+		require.Len(t, got.Emails, 1, "the label filter, any case")
+		require.Equal(t, b.reports[3].String(), got.Emails[0].EmailID)
+		require.Equal(t, []string{`\Inbox`, "Reports"}, got.Emails[0].Labels)
+		read, err := b.cs.CallTool(b.ctx, &mcp.CallToolParams{Name: "get_email", Arguments: map[string]any{"email_id": b.reports[3].String()}})
+		require.NoError(t, err)
+		require.False(t, read.IsError)
+		require.Equal(t, []any{`\Inbox`, "Reports"}, read.StructuredContent.(map[string]any)["labels"])
 	})
 
 	t.Run("FindSimilarEmails", func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 )
 
 // Query is a search over stored mail.
@@ -21,7 +23,12 @@ type Query struct {
 	Accounts []string
 	// Account, when set, narrows to one of them.
 	Account string
-	// Alias, when set, narrows to one folder alias.
+	// Alias, when set, narrows to one folder alias: the emails one of
+	// whose live occurrences is in a folder of it (mailstore.InAlias), so
+	// a message stored once for several folders is in each. An alias whose
+	// folders hold occurrences of emails held elsewhere ranks every match
+	// of the mail (mailfathom_search_shared), since the recency
+	// strategies know each email by its holder's folder alone.
 	Alias string
 	// Limit bounds the hits. Default 20, at most 500 or Window.
 	Limit int
@@ -96,7 +103,7 @@ func Search(ctx context.Context, q Querier, query Query) ([]Hit, error) {
 			JOIN mail_folders f ON f.id = e.mail_folder_id
 			JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
 			WHERE e.id = ANY($7::uuid[]) AND a.account_key = ANY($3)
-			  AND ($4 = '' OR a.account_key = $4) AND ($5 = '' OR f.alias = $5)
+			  AND ($4 = '' OR a.account_key = $4) AND ($5 = '' OR ` + mailstore.InAlias("e", "f", "$5") + `)
 			  AND d.search_vector @@ websearch_to_tsquery($1::regconfig, $2)
 			ORDER BY rank DESC, e.sent_at DESC NULLS LAST, e.id DESC
 			LIMIT $6`

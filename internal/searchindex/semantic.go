@@ -50,10 +50,15 @@ type SemanticQuery struct {
 	// Vector is the query's embedding under Profile, unit length.
 	// Required.
 	Vector []float32
-	// Accounts, Account and Alias are as in Query.
+	// Accounts and Account are as in Query.
 	Accounts []string
 	Account  string
-	Alias    string
+	// Alias narrows to the emails whose own row is in a folder of the
+	// alias: passages are indexed under their holder's folder, so unlike
+	// Query's it does not see an occurrence that shares an email held in
+	// another folder. mailsearch narrows by an alias holding such
+	// occurrences through the store's filter (mailstore.InAlias) instead.
+	Alias string
 	// SentSince and SentUntil, when set, keep messages sent at or after
 	// SentSince and before SentUntil (a message with no Date never is).
 	SentSince, SentUntil *time.Time
