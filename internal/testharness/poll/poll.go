@@ -46,14 +46,14 @@ func Every(t testing.TB, interval, within time.Duration, msg string, check func(
 	}
 }
 
-// Soft is Until for a verdict among others: when within passes first it
-// reports the failure with Errorf and returns false, so the test goes on
-// to its other verdicts. It does not end the test; a caller that cannot go
-// on without the condition wants Until.
-func Soft(t testing.TB, within time.Duration, msg string, check func() (done bool, state string)) bool {
+// Soft is Until for a verdict among others, asked every interval: when
+// within passes first it reports the failure with Errorf and returns
+// false, so the test goes on to its other verdicts. It does not end the
+// test; a caller that cannot go on without the condition wants Until.
+func Soft(t testing.TB, interval, within time.Duration, msg string, check func() (done bool, state string)) bool {
 	t.Helper()
 	var state string
-	if !wait(Interval, within, func() (done bool) { done, state = check(); return done }) {
+	if !wait(interval, within, func() (done bool) { done, state = check(); return done }) {
 		t.Errorf("%s: not so after %v; last seen: %s", msg, within, state)
 		return false
 	}

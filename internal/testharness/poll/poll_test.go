@@ -125,7 +125,7 @@ func TestSoft(t *testing.T) {
 	t.Run("ReportsTrueOnceTheConditionHolds", func(t *testing.T) {
 		t.Parallel()
 		asked := 0
-		require.True(t, poll.Soft(t, time.Second, "third time", func() (bool, string) {
+		require.True(t, poll.Soft(t, poll.Interval, time.Second, "third time", func() (bool, string) {
 			asked++
 			return asked == 3, fmt.Sprint(asked)
 		}))
@@ -135,7 +135,7 @@ func TestSoft(t *testing.T) {
 	t.Run("FailsWithoutEndingTheTest", func(t *testing.T) {
 		t.Parallel()
 		r := &recorder{TB: t}
-		held := poll.Soft(r, 3*poll.Interval, "never", func() (bool, string) { return false, "still 7" })
+		held := poll.Soft(r, poll.Interval, 3*poll.Interval, "never", func() (bool, string) { return false, "still 7" })
 		require.False(t, held)
 		require.True(t, r.failed.Load())
 		require.True(t, strings.HasPrefix(r.msg, "never: not so after"), r.msg)
