@@ -3,6 +3,7 @@ package faultproxy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // testServer is a loopback server running handle per connection, closed
@@ -106,7 +109,7 @@ func isTimeout(err error) bool {
 // eventually waits up to 5 s for cond.
 func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
-	require.Eventually(t, cond, 5*time.Second, 5*time.Millisecond, msg)
+	poll.UntilTrue(t, 5*time.Second, msg, cond)
 }
 
 func TestForwardsAndCounts(t *testing.T) {
@@ -390,12 +393,10 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	mu.Unlock()
 	srvWG.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
+	poll.Every(t, 5*time.Millisecond, 5*time.Second, "no goroutine leaked", func() bool {
+		return runtime.NumGoroutine() <= before
+	}, func() string {
 		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines leaked: %d before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-	}
+		return fmt.Sprintf("%d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	})
 }
