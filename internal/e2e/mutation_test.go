@@ -148,15 +148,12 @@ func TestRelocationSurvivesSIGKILL(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT stage, state FROM mailbox_mutations WHERE id = $1`, id).Scan(&stage, &state))
 		return stage, state
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	// Asked every millisecond: the kill is to land just after the copy
+	// is confirmed, before the move goes on.
+	poll.Every(t, time.Millisecond, time.Minute, "the copy confirmed", func() bool {
 		s, _ := stage()
-		if s != "Recorded" && s != "PlacementIssued" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the copy was never confirmed; log:\n%s", tailLines(p.rawLog(), 40))
-		time.Sleep(time.Millisecond)
-	}
+		return s != "Recorded" && s != "PlacementIssued"
+	}, func() string { return "log:\n" + tailLines(p.rawLog(), 40) })
 	p.kill(t)
 	killedAt, _ := stage()
 	t.Logf("killed at stage %s", killedAt)
