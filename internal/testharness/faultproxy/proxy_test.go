@@ -201,10 +201,10 @@ func TestCutAfterBothCountsTheSum(t *testing.T) {
 	require.Equal(t, payload(50), got)
 	// The counters are updated by the forwarding goroutines, which may
 	// finish their bookkeeping just after the client saw the bytes.
-	require.Eventually(t, func() bool {
+	poll.Until(t, 5*time.Second, "150 bytes counted", func() (bool, string) {
 		st := p.Stats()
-		return st.ClientToServer+st.ServerToClient == 150
-	}, 5*time.Second, 5*time.Millisecond)
+		return st.ClientToServer+st.ServerToClient == 150, fmt.Sprintf("%d client to server, %d server to client", st.ClientToServer, st.ServerToClient)
+	})
 }
 
 func TestNextScopeHitsOneConnection(t *testing.T) {
@@ -239,8 +239,7 @@ func TestStallAfterKeepsSocketOpenUntilResume(t *testing.T) {
 	// Frozen both ways: what the client sends now is held too.
 	_, err = c.Write(payload(20))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return p.Stats().HeldClientToServer > 0 }, 5*time.Second, time.Millisecond,
-		"the proxy read what the client sent")
+	poll.UntilTrue(t, 5*time.Second, "the proxy read what the client sent", func() bool { return p.Stats().HeldClientToServer > 0 })
 	require.Equal(t, int64(100), p.Stats().ClientToServer)
 
 	p.Resume()
