@@ -51,8 +51,10 @@ func TestDatabaseOutageDelaysAndResumes(t *testing.T) {
 	b.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "10s"
 	p := b.start(t, "serve")
 
-	require.Eventually(t, func() bool { return b.storedCount(t) >= 200 }, 90*time.Second, 20*time.Millisecond,
-		"the sync got under way")
+	poll.Until(t, 90*time.Second, "the sync got under way", func() (bool, string) {
+		n := b.storedCount(t)
+		return n >= 200, fmt.Sprintf("%d stored", n)
+	})
 	before := b.storedCount(t)
 	b.pool.Reset()
 	require.NoError(t, cluster.Stop(ctx))
