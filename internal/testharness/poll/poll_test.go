@@ -44,6 +44,15 @@ func fails(r *recorder, f func()) {
 	f()
 }
 
+// requireFailed asserts that r failed as a wait named "never" does, with
+// state as the last thing seen.
+func requireFailed(t *testing.T, r *recorder, state string) {
+	t.Helper()
+	require.True(t, r.failed.Load())
+	require.True(t, strings.HasPrefix(r.msg, "never: not so after"), r.msg)
+	require.Contains(t, r.msg, "last seen: "+state)
+}
+
 func TestUntil(t *testing.T) {
 	t.Parallel()
 
@@ -63,9 +72,7 @@ func TestUntil(t *testing.T) {
 		fails(r, func() {
 			poll.Until(r, 3*poll.Interval, "never", func() (bool, string) { return false, "still 7" })
 		})
-		require.True(t, r.failed.Load())
-		require.True(t, strings.HasPrefix(r.msg, "never: not so after"), r.msg)
-		require.Contains(t, r.msg, "last seen: still 7")
+		requireFailed(t, r, "still 7")
 	})
 }
 
@@ -112,10 +119,8 @@ func TestEvery(t *testing.T) {
 				return "jobs: 3 running"
 			})
 		})
-		require.True(t, r.failed.Load())
 		require.Equal(t, 1, described)
-		require.True(t, strings.HasPrefix(r.msg, "never: not so after"), r.msg)
-		require.Contains(t, r.msg, "last seen: jobs: 3 running")
+		requireFailed(t, r, "jobs: 3 running")
 	})
 }
 
@@ -137,8 +142,6 @@ func TestSoft(t *testing.T) {
 		r := &recorder{TB: t}
 		held := poll.Soft(r, poll.Interval, 3*poll.Interval, "never", func() (bool, string) { return false, "still 7" })
 		require.False(t, held)
-		require.True(t, r.failed.Load())
-		require.True(t, strings.HasPrefix(r.msg, "never: not so after"), r.msg)
-		require.Contains(t, r.msg, "last seen: still 7")
+		requireFailed(t, r, "still 7")
 	})
 }
