@@ -36,6 +36,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/workers"
 )
@@ -264,10 +265,9 @@ func (b *syncBundle) runAgain(t *testing.T) {
 // not waited for; nor are they with embeddingsUnwaited.
 func (b *syncBundle) waitIdle(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	// Settled is three looks in a row, 50ms apart, that find nothing due.
 	quiet := 0
-	for quiet < 3 {
-		require.True(t, time.Now().Before(deadline), "jobs did not settle; logs:\n%s", b.logs.String())
+	poll.Every(t, 50*time.Millisecond, 2*time.Minute, "jobs settled", func() bool {
 		var busy int
 		require.NoError(t, b.pool.QueryRow(context.Background(), `
 			SELECT count(*) FROM river_job
@@ -280,8 +280,8 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 		} else {
 			quiet = 0
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return quiet >= 3
+	}, func() string { return "logs:\n" + b.logs.String() })
 }
 
 type storedRow struct {

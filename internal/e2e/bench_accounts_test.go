@@ -15,6 +15,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // Memory targets for many configured accounts: what serve keeps must
@@ -79,11 +80,13 @@ func BenchmarkManyAccounts(b *testing.B) {
 				logins0 := strings.Count(bundle.server.Log(), loginLine)
 				start := time.Now()
 				p := startServe(b, fmt.Sprintf("serve-%d", i), bundle.dir, bundle.env)
-				for bundle.storedCount(b) < n*perAccount {
+				poll.Every(b, 50*time.Millisecond, 20*time.Minute, "the round finished", func() bool {
+					if bundle.storedCount(b) >= n*perAccount {
+						return true
+					}
 					require.True(b, p.running(), "serve exited:\n%s", tailLines(p.rawLog(), 40))
-					require.Less(b, time.Since(start), 20*time.Minute, "the round did not finish:\n%s", tailLines(p.rawLog(), 40))
-					time.Sleep(50 * time.Millisecond)
-				}
+					return false
+				}, func() string { return "\n" + tailLines(p.rawLog(), 40) })
 				round += time.Since(start)
 				peak, err := p.peakRSS()
 				require.NoError(b, err)

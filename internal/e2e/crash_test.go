@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // killPoint is where in a serve process's life a kill lands.
@@ -150,12 +151,15 @@ func startServeNoWait(t testing.TB, name, logDir string, env map[string]string) 
 }
 
 // waitJob waits until a job of kind that this process attempted (attempted
-// since it started) is in a state ok accepts, polling every poll, and
+// since it started) is in a state ok accepts, polling every every, and
 // returns its id. Running jobs of a killed process are not this process's.
-func (b *testBundle) waitJob(t testing.TB, p *serveProc, kind string, poll, timeout time.Duration, ok func(state string) bool) int64 {
+func (b *testBundle) waitJob(t testing.TB, p *serveProc, kind string, every, timeout time.Duration, ok func(state string) bool) int64 {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var found int64
+	gone := func() string {
+		return fmt.Sprintf("process running: %t; jobs:\n%s", p.running(), b.describeJobs(t))
+	}
+	poll.Every(t, every, timeout, fmt.Sprintf("%s: a %s job of this process in the awaited state", p.name, kind), func() bool {
 		rows, err := b.pool.Query(t.Context(), `SELECT id, state FROM river_job WHERE kind = $1 AND attempted_at >= $2 ORDER BY id`,
 			kind, p.started)
 		require.NoError(t, err)
@@ -167,32 +171,35 @@ func (b *testBundle) waitJob(t testing.TB, p *serveProc, kind string, poll, time
 		require.NoError(t, err)
 		for _, j := range jobs {
 			if ok(j.State) {
-				return j.ID
+				found = j.ID
+				return true
 			}
 		}
-		if !p.running() || time.Now().After(deadline) {
-			t.Fatalf("%s: no %s job of this process reached the awaited state within %v (process running: %t); jobs:\n%s",
-				p.name, kind, timeout, p.running(), b.describeJobs(t))
+		if !p.running() {
+			t.Fatalf("%s: no %s job of this process reached the awaited state before it exited; %s", p.name, kind, gone())
 		}
-		time.Sleep(poll)
-	}
+		return false
+	}, gone)
+	return found
 }
 
 // waitJobState waits until job id's state satisfies ok.
-func (b *testBundle) waitJobState(t testing.TB, p *serveProc, id int64, poll, timeout time.Duration, ok func(state string) bool) {
+func (b *testBundle) waitJobState(t testing.TB, p *serveProc, id int64, every, timeout time.Duration, ok func(state string) bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var state string
+	var state string
+	stayed := func() string {
+		return fmt.Sprintf("job %d stayed %s (process running: %t); jobs:\n%s", id, state, p.running(), b.describeJobs(t))
+	}
+	poll.Every(t, every, timeout, fmt.Sprintf("%s: job %d in the awaited state", p.name, id), func() bool {
 		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT state FROM river_job WHERE id = $1`, id).Scan(&state))
 		if ok(state) {
-			return
+			return true
 		}
-		if !p.running() || time.Now().After(deadline) {
-			t.Fatalf("%s: job %d stayed %s for %v; jobs:\n%s", p.name, id, state, timeout, b.describeJobs(t))
+		if !p.running() {
+			t.Fatalf("%s: the process exited; %s", p.name, stayed())
 		}
-		time.Sleep(poll)
-	}
+		return false
+	}, stayed)
 }
 
 // nsJobLiveness is the namespace of a job's liveness lock (package
@@ -238,21 +245,23 @@ func (b *testBundle) describeJobs(t testing.TB) string {
 // to run.
 func (b *testBundle) waitSynced(t testing.TB, p *serveProc, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var pending int
+	var pending, stored int
+	progress := func() string {
+		return fmt.Sprintf("%d of %d stored, %d folder passes pending (process running: %t); jobs:\n%s",
+			stored, n, pending, p.running(), b.describeJobs(t))
+	}
+	poll.Every(t, 50*time.Millisecond, timeout, fmt.Sprintf("%s: %d stored and no folder pass pending", p.name, n), func() bool {
 		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job
 			WHERE kind = 'folder_pass' AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`).Scan(&pending))
-		stored := b.storedCount(t)
+		stored = b.storedCount(t)
 		if stored >= n && pending == 0 {
-			return
+			return true
 		}
-		if !p.running() || time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d stored, %d folder passes pending after %v (process running: %t); jobs:\n%s",
-				p.name, stored, n, pending, timeout, p.running(), b.describeJobs(t))
+		if !p.running() {
+			t.Fatalf("%s: the process exited; %s", p.name, progress())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, progress)
 }
 
 // checkpointOrZero is checkpoint, or zeros before the first one.

@@ -148,15 +148,12 @@ func TestRelocationSurvivesSIGKILL(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT stage, state FROM mailbox_mutations WHERE id = $1`, id).Scan(&stage, &state))
 		return stage, state
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	// Asked every millisecond: the kill is to land just after the copy
+	// is confirmed, before the move goes on.
+	poll.Every(t, time.Millisecond, time.Minute, "the copy confirmed", func() bool {
 		s, _ := stage()
-		if s != "Recorded" && s != "PlacementIssued" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the copy was never confirmed; log:\n%s", tailLines(p.rawLog(), 40))
-		time.Sleep(time.Millisecond)
-	}
+		return s != "Recorded" && s != "PlacementIssued"
+	}, func() string { return "log:\n" + tailLines(p.rawLog(), 40) })
 	p.kill(t)
 	killedAt, _ := stage()
 	t.Logf("killed at stage %s", killedAt)
@@ -243,8 +240,8 @@ func TestRelocationWithoutUIDPlus(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM mailbox_mutations WHERE id = $1`, move.ID).Scan(&s))
 		return s
 	}
-	require.Eventually(t, func() bool { return state() == "Completed" }, time.Minute, 50*time.Millisecond,
-		"the move did not complete; log:\n%s", tailLines(p.rawLog(), 40))
+	poll.Every(t, 50*time.Millisecond, time.Minute, "the move completed", func() bool { return state() == "Completed" },
+		func() string { return "log:\n" + tailLines(p.rawLog(), 40) })
 	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
 	require.Len(t, user.UIDs("Filed"), 1)
 	require.Positive(t, proxy.Removed(), "the server named the placement and the filter took it out")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // TestDatabaseOutageDelaysAndResumes stops the PostgreSQL cluster under a
@@ -50,8 +51,10 @@ func TestDatabaseOutageDelaysAndResumes(t *testing.T) {
 	b.env["MAILFATHOM_SYNC_MAX_FAILURE_BACKOFF"] = "10s"
 	p := b.start(t, "serve")
 
-	require.Eventually(t, func() bool { return b.storedCount(t) >= 200 }, 90*time.Second, 20*time.Millisecond,
-		"the sync got under way")
+	poll.Until(t, 90*time.Second, "the sync got under way", func() (bool, string) {
+		n := b.storedCount(t)
+		return n >= 200, fmt.Sprintf("%d stored", n)
+	})
 	before := b.storedCount(t)
 	b.pool.Reset()
 	require.NoError(t, cluster.Stop(ctx))
@@ -62,18 +65,14 @@ func TestDatabaseOutageDelaysAndResumes(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("database down for %v with %d of %d messages stored", time.Since(outageStart).Round(time.Millisecond), before, len(c.uids))
 
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		n, err := countStored(b)
-		if err == nil && n == len(c.uids) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the outage %d of %d messages are stored (last error: %v); jobs:\n%s\nlog tail:\n%s",
-				n, len(c.uids), err, jobStates(t, b), tailLines(p.rawLog(), 60))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var n int
+	poll.Every(t, 50*time.Millisecond, 2*time.Minute, "every message stored after the outage", func() bool {
+		n, err = countStored(b)
+		return err == nil && n == len(c.uids)
+	}, func() string {
+		return fmt.Sprintf("%d of %d messages are stored (last error: %v); jobs:\n%s\nlog tail:\n%s",
+			n, len(c.uids), err, jobStates(t, b), tailLines(p.rawLog(), 60))
+	})
 	require.True(t, p.running(), "the process is still serving")
 	b.requireStored(t, "primary", "inbox", u, c)
 	requireUnseen(t, u, "INBOX", c)

@@ -174,11 +174,9 @@ func idleCost(b *testing.B, mode string) {
 			bundle.env[fmt.Sprintf("MAILFATHOM_ACCOUNTS_0_FOLDERS_%d_REMOTE_PATH", j)] = name
 		}
 		p := bundle.start(b, "serve")
-		deadline := time.Now().Add(time.Minute)
-		for (mode == "Push" && p.count("folder is now synchronized in push mode") < 20) || p.count("folder pass finished") < 20 {
-			require.True(b, time.Now().Before(deadline), "not every folder is synchronized and watched:\n%s", tailLines(p.rawLog(), 30))
-			time.Sleep(50 * time.Millisecond)
-		}
+		poll.Every(b, 50*time.Millisecond, time.Minute, "every folder synchronized and watched", func() bool {
+			return (mode != "Push" || p.count("folder is now synchronized in push mode") >= 20) && p.count("folder pass finished") >= 20
+		}, func() string { return "\n" + tailLines(p.rawLog(), 30) })
 		time.Sleep(5 * time.Second) // the first passes settle
 		before, err := readProcStat(p.pid())
 		require.NoError(b, err)

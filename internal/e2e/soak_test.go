@@ -20,6 +20,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // The soak's settings: MAILFATHOM_SOAK_DURATION (a Go duration, default
@@ -258,17 +259,14 @@ func (s *soak) firstSync() {
 	}
 	s.replicas[0] = s.startReplica("serve-a")
 	s.replicas[1] = s.startReplica("serve-b")
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		n, err := countStored(s.b)
-		if err == nil && n >= total && s.b.awaitingVectors(t, "test-model") == 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the first sync did not finish: %d of %d stored (%v); jobs:\n%s",
-			n, total, err, jobStates(t, s.b))
-		time.Sleep(200 * time.Millisecond)
-	}
-	var err error
+	var (
+		n   int
+		err error
+	)
+	poll.Every(t, 200*time.Millisecond, 3*time.Minute, "the first sync finished", func() bool {
+		n, err = countStored(s.b)
+		return err == nil && n >= total && s.b.awaitingVectors(t, "test-model") == 0
+	}, func() string { return fmt.Sprintf("%d of %d stored (%v); jobs:\n%s", n, total, err, jobStates(t, s.b)) })
 	s.rssAfterFirstSync, err = residentSet(s.replicas[1].pid())
 	require.NoError(t, err)
 	t.Logf("soak: first sync of %d messages done", total)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // Connection bounds the verdict holds the replicas to. Per account, both
@@ -437,11 +439,10 @@ func (s *soak) requireMemory() {
 // requireEmbedded: every served message with passages has its vectors once
 // the provider is healthy again.
 func (s *soak) requireEmbedded(ctx context.Context) {
-	deadline := time.Now().Add(time.Minute)
-	for s.b.awaitingVectors(s.t, "test-model") > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Second)
-	}
-	assert.Zero(s.t, s.b.awaitingVectors(s.t, "test-model"), "served messages with passages and no vectors")
+	poll.Soft(s.t, time.Second, time.Minute, "every served message with passages has its vectors", func() (bool, string) {
+		n := s.b.awaitingVectors(s.t, "test-model")
+		return n == 0, fmt.Sprintf("%d served messages with passages and no vectors", n)
+	})
 }
 
 // requireProbeFound: the probe message delivered near the end is found by

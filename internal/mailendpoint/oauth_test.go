@@ -7,6 +7,7 @@ package mailendpoint_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // testBundle is one token account against its own Dovecot and
@@ -149,19 +151,18 @@ func (b *testBundle) statuses() []int {
 // logins returns Dovecot's login lines for the user, waiting up to
 // dovecot.LogWait for want of them.
 func (b *testBundle) logins(want int) []string {
-	deadline := time.Now().Add(dovecot.LogWait)
-	for {
-		var out []string
+	b.t.Helper()
+	var out []string
+	poll.Until(b.t, dovecot.LogWait, fmt.Sprintf("%d logins of the user in Dovecot's log", want), func() (bool, string) {
+		out = out[:0]
 		for _, line := range strings.Split(b.srv.Log(), "\n") {
 			if strings.Contains(line, "Login: user=<"+b.user.Name()+">") {
 				out = append(out, line)
 			}
 		}
-		if len(out) >= want || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(out) >= want, fmt.Sprintf("%d: %q", len(out), out)
+	})
+	return out
 }
 
 // sweep fails the test when the client ID, the client secret, a refresh

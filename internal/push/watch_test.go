@@ -923,9 +923,9 @@ func TestRunWaitsOutAThrottle(t *testing.T) {
 		_, err := push.Run(ctx, b.account, b.lim, b.opts)
 		done <- err
 	}()
-	require.Eventually(t, func() bool {
+	b.waitFor(t, 20*time.Second, "the subscription watches both folders", func() bool {
 		return b.countLog("account watches its folders through one push subscription", "folders", 2) == 1
-	}, 20*time.Second, 20*time.Millisecond, "logs:\n%s", b.logs.String())
+	})
 	cancel()
 	<-done
 	require.Zero(t, b.countLog("push subscription failed too many times in a row, so its folders are synchronized by polling"),

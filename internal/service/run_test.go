@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,6 +26,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -141,10 +143,10 @@ func TestEmbeddedDefault(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, strings.ToLower(body), "<html")
 	// River is started: its queues are registered and visible in River UI.
-	require.Eventually(t, func() bool {
+	poll.Until(t, 10*time.Second, "River UI lists the queues", func() (bool, string) {
 		code, body := get(t, base+"/riverui/api/queues", "admin", password[2])
-		return code == http.StatusOK && strings.Contains(body, jobs.QueueFolders)
-	}, 10*time.Second, 100*time.Millisecond)
+		return code == http.StatusOK && strings.Contains(body, jobs.QueueFolders), fmt.Sprintf("status %d: %s", code, body)
+	})
 
 	// The password never reaches the structured log.
 	require.NotContains(t, s.logs.String(), password[2])

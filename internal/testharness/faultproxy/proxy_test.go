@@ -3,6 +3,7 @@ package faultproxy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // testServer is a loopback server running handle per connection, closed
@@ -106,7 +109,7 @@ func isTimeout(err error) bool {
 // eventually waits up to 5 s for cond.
 func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
-	require.Eventually(t, cond, 5*time.Second, 5*time.Millisecond, msg)
+	poll.UntilTrue(t, 5*time.Second, msg, cond)
 }
 
 func TestForwardsAndCounts(t *testing.T) {
@@ -198,10 +201,10 @@ func TestCutAfterBothCountsTheSum(t *testing.T) {
 	require.Equal(t, payload(50), got)
 	// The counters are updated by the forwarding goroutines, which may
 	// finish their bookkeeping just after the client saw the bytes.
-	require.Eventually(t, func() bool {
+	poll.Until(t, 5*time.Second, "150 bytes counted", func() (bool, string) {
 		st := p.Stats()
-		return st.ClientToServer+st.ServerToClient == 150
-	}, 5*time.Second, 5*time.Millisecond)
+		return st.ClientToServer+st.ServerToClient == 150, fmt.Sprintf("%d client to server, %d server to client", st.ClientToServer, st.ServerToClient)
+	})
 }
 
 func TestNextScopeHitsOneConnection(t *testing.T) {
@@ -236,8 +239,7 @@ func TestStallAfterKeepsSocketOpenUntilResume(t *testing.T) {
 	// Frozen both ways: what the client sends now is held too.
 	_, err = c.Write(payload(20))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return p.Stats().HeldClientToServer > 0 }, 5*time.Second, time.Millisecond,
-		"the proxy read what the client sent")
+	poll.UntilTrue(t, 5*time.Second, "the proxy read what the client sent", func() bool { return p.Stats().HeldClientToServer > 0 })
 	require.Equal(t, int64(100), p.Stats().ClientToServer)
 
 	p.Resume()
@@ -390,12 +392,10 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	mu.Unlock()
 	srvWG.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
+	poll.Every(t, 5*time.Millisecond, 5*time.Second, "no goroutine leaked", func() bool {
+		return runtime.NumGoroutine() <= before
+	}, func() string {
 		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines leaked: %d before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-	}
+		return fmt.Sprintf("%d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	})
 }
