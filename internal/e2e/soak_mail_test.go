@@ -109,13 +109,18 @@ func (s *soak) deliverRaw(a *soakAccount, path string, raw []byte) bool {
 
 // deliverMail delivers into a random folder of a random account every 0.2
 // to 1.2 s until ctx ends, and the probe message once, in the last fifth
-// of the run.
+// of the run, claimed so that nothing else changes it.
 func (s *soak) deliverMail(ctx context.Context) {
 	for ctx.Err() == nil {
 		a := s.accounts[s.intn(len(s.accounts))]
 		f := a.folders[s.intn(len(a.folders))]
 		if !s.probeSent.Load() && s.elapsed() > s.duration*4/5 && f.remotePath != a.recreate {
-			if s.deliverRaw(a, f.remotePath, s.soakMessage(true)) {
+			// Claimed, the probe is never moved, expunged or deleted by
+			// the other client or a change asked of MailFathom: the
+			// verdict searches for it.
+			probe := s.soakMessage(true)
+			s.claim(headerMessageID(headerOf(probe)))
+			if s.deliverRaw(a, f.remotePath, probe) {
 				s.probeSent.Store(true)
 			}
 		} else {
