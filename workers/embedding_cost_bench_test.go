@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -120,7 +121,7 @@ func BenchmarkEmbedDatabaseTime(b *testing.B) {
 				centroids[i] = vectortest.Noisy(rng, nil, dims, 1)
 			}
 			require.NoError(b, pgx.BeginFunc(ctx, v.pool, func(tx pgx.Tx) error {
-				number, err := searchindex.BeginGeneration(ctx, tx, &searchindex.TrainedGeneration{Profile: v.profile, Passages: 1_000_000, Centroids: centroids})
+				number, err := searchindex.BeginGeneration(ctx, tx, &searchindex.TrainedGeneration{Profile: v.profile, Passages: 1_000_000, Centroids: centroids, OutlierBelow: float32(math.Inf(-1))})
 				if err != nil {
 					return err
 				}

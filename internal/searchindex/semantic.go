@@ -116,7 +116,9 @@ var errEmptyQueryVector = errors.New("searchindex: empty query vector")
 // Every passage's 4-bit code is scored here and the best messages'
 // passages are re-ranked by their full vectors. With the profile's vector
 // index the codes read are those of the lists of each live generation
-// nearest the query, and of the pending list, from the lists index alone;
+// nearest the query, of its outlier list (the passages unlike every
+// centroid, which no ranking of the centroids would reach reliably) and of
+// the pending list, from the lists index alone;
 // without one, the codes of every passage in scope; for Emails, or a
 // narrowed scope of fewer than a few thousand messages, those of every
 // passage in scope, through its messages. A passage stored before codes
@@ -335,9 +337,10 @@ func (r *semanticRun) scan(ctx context.Context, scope, n int) (int, error) {
 }
 
 // probe finds messages through the lists of gens: it reads the codes of
-// the passages in scope in each generation's lists nearest the query and
-// in every list below the oldest generation's (the pending list, and a
-// passage written into a generation since replaced), and re-ranks the best
+// the passages in scope in each generation's lists nearest the query, in
+// its outlier list, and in every list below the oldest generation's (the
+// pending list, and a passage written into a generation since replaced),
+// and re-ranks the best
 // messages (rerankCoded); while fewer messages are found than answered it
 // probes four times as many lists, up to all of them.
 func (r *semanticRun) probe(ctx context.Context, table codeTable, gens []*generation) error {
@@ -357,6 +360,7 @@ func (r *semanticRun) probe(ctx context.Context, table codeTable, gens []*genera
 	for probes := cmp.Or(r.query.Probes, DefaultProbes); ; probes *= 4 {
 		var lists []int32
 		for i, g := range gens {
+			lists = append(lists, g.outlierList())
 			for _, at := range ranked[i][:min(probes, len(ranked[i]))] {
 				lists = append(lists, g.listID(at))
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/google/uuid"
@@ -64,7 +65,9 @@ type IndexStatus struct {
 	// in no live generation's list (the pending list, and a generation
 	// replaced while an embed job wrote into it); Outside those not in a
 	// list of the newest generation (pending included); and LargestList
-	// the serving generation's largest list.
+	// the serving generation's largest list, its outlier list included
+	// (mail unlike what the lists were trained on gathers there, and
+	// every search reads it, so it too calls for training again).
 	Passages, Pending, Outside, LargestList int64
 }
 
@@ -159,15 +162,22 @@ type TrainedGeneration struct {
 	Profile   int16
 	Passages  int64
 	Centroids [][]float32
+	// OutlierBelow is the similarity to its nearest centroid below which
+	// a passage goes into the generation's outlier list, which every
+	// search reads. -Inf keeps none apart; the zero value keeps apart
+	// only passages pointing away from every centroid.
+	OutlierBelow float32
 }
 
 // TrainGeneration trains the next generation of the profile's index, which
 // holds passages passages: ListsFor(passages) lists, k-means over a sample
-// of up to 64 vectors a list drawn by page (TABLESAMPLE SYSTEM, REPEATABLE
-// by the generation's number, so the same vectors train the same lists).
-// It writes nothing and holds no transaction; at a million passages the
-// sample is about 100 MB of vectors and the training a few seconds of
-// every core.
+// of up to 16 vectors a list drawn by page (TABLESAMPLE SYSTEM, REPEATABLE
+// by the generation's number, so the same vectors train the same lists),
+// and the outlier threshold set on up to 4 096 more sampled vectors the
+// lists were not trained on (for a profile too small to spare them, on
+// none: no outlier list). It writes nothing and holds no transaction; at
+// a million passages the sample is about 100 MB of vectors and the
+// training a few seconds of every core.
 func TrainGeneration(ctx context.Context, q Querier, s IndexStatus) (*TrainedGeneration, error) {
 	return TrainGenerationWith(ctx, q, s, ListsFor(s.Passages))
 }
@@ -181,7 +191,7 @@ func TrainGenerationWith(ctx context.Context, q Querier, s IndexStatus, k int) (
 	if k < 1 || k > 65535 {
 		return nil, fmt.Errorf("searchindex: train a generation: %d lists", k)
 	}
-	want := min(s.Passages, int64(k)*samplePerList)
+	want := min(s.Passages, int64(k)*samplePerList+heldOutVectors)
 	pct := min(100, 150*float64(want)/float64(s.Passages))
 	var sample [][]float32
 	for {
@@ -211,9 +221,15 @@ func TrainGenerationWith(ctx context.Context, q Querier, s IndexStatus, k int) (
 	if len(sample) == 0 {
 		return nil, errors.New("searchindex: train a generation: no vector of the profile's dimensions")
 	}
-	k = min(k, len(sample))
-	return &TrainedGeneration{Profile: s.Profile, Passages: s.Passages,
-		Centroids: trainCentroids(sample, k, uint64(s.Profile)<<16|uint64(s.Trained+1))}, nil
+	// Drawn by page, the sample is in table order: shuffled, the vectors
+	// held out are drawn from every page sampled, not from the last.
+	seed := uint64(s.Profile)<<16 | uint64(s.Trained+1)
+	rand.New(rand.NewPCG(seed, 0)).Shuffle(len(sample), func(i, j int) { sample[i], sample[j] = sample[j], sample[i] })
+	train, held := sample[:min(len(sample), k*samplePerList)], sample[min(len(sample), k*samplePerList):]
+	k = min(k, len(train))
+	centroids := trainCentroids(train, k, seed)
+	return &TrainedGeneration{Profile: s.Profile, Passages: s.Passages, Centroids: centroids,
+		OutlierBelow: outlierThreshold(newCentroids(centroids), held)}, nil
 }
 
 // BeginGeneration records t as the profile's next generation, the one
@@ -241,8 +257,8 @@ func BeginGeneration(ctx context.Context, tx pgx.Tx, t *TrainedGeneration) (int1
 		vecs[i] = EncodeVector(c)
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO vector_index_generations (profile_id, generation, lists, passages) VALUES ($1, $2, $3, $4)`,
-		t.Profile, number, len(t.Centroids), t.Passages); err != nil {
+		INSERT INTO vector_index_generations (profile_id, generation, lists, passages, outlier_below) VALUES ($1, $2, $3, $4, $5)`,
+		t.Profile, number, len(t.Centroids), t.Passages, t.OutlierBelow); err != nil {
 		return 0, fmt.Errorf("searchindex: begin a generation: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `

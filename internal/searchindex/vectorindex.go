@@ -50,14 +50,32 @@ func NewVectorIndex() *VectorIndex {
 type generationKey struct{ profile, number int16 }
 
 // generation is one trained set of lists: list number i+1's centroid is
-// lists.vecs[i].
+// lists.vecs[i]. List number 0 holds its outliers: the passages less
+// similar than outlierBelow to their nearest centroid, which every search
+// reads.
 type generation struct {
-	number int16
-	lists  *centroids
+	number       int16
+	lists        *centroids
+	outlierBelow float32
 }
 
 // listID is the list_id of the generation's list at index i.
 func (g *generation) listID(i int) int32 { return int32(g.number)<<16 | int32(i+1) }
+
+// outlierList is the list_id of the generation's outlier list.
+func (g *generation) outlierList() int32 { return firstListID(g.number) }
+
+// listFor is the list_id v goes into given its nearest centroid: that
+// centroid's list, or the outlier list when v is less similar to it than
+// outlierBelow. A query near such a passage need not rank its nearest
+// centroid among those it probes (every centroid is about as far from
+// both), so the outlier list, read by every search, is where it is found.
+func (g *generation) listFor(v []float32, nearest int) int32 {
+	if dotFloats(v, g.lists.vecs[nearest]) < g.outlierBelow {
+		return g.outlierList()
+	}
+	return g.listID(nearest)
+}
 
 // firstListID is the lowest list_id of generation number: every list of an
 // older generation, and the pending list, are below it.
@@ -143,13 +161,17 @@ func (ix *VectorIndex) generation(ctx context.Context, q Querier, profile, numbe
 		return g, nil
 	}
 	rows, err := q.Query(ctx, `
-		SELECT centroid FROM vector_index_lists WHERE profile_id = $1 AND generation = $2 ORDER BY list_no`, profile, number)
+		SELECT l.centroid, g.outlier_below
+		FROM vector_index_lists l
+		JOIN vector_index_generations g ON g.profile_id = l.profile_id AND g.generation = l.generation
+		WHERE l.profile_id = $1 AND l.generation = $2 ORDER BY l.list_no`, profile, number)
 	if err != nil {
 		return nil, fmt.Errorf("searchindex: read the vector index's centroids: %w", err)
 	}
 	var vecs [][]float32
 	var raw []byte
-	_, err = pgx.ForEachRow(rows, []any{&raw}, func() error {
+	var below float32
+	_, err = pgx.ForEachRow(rows, []any{&raw, &below}, func() error {
 		v, err := DecodeVector(raw)
 		vecs = append(vecs, v)
 		return err
@@ -160,7 +182,7 @@ func (ix *VectorIndex) generation(ctx context.Context, q Querier, profile, numbe
 	if len(vecs) == 0 {
 		return nil, nil
 	}
-	g = &generation{number: number, lists: newCentroids(vecs)}
+	g = &generation{number: number, lists: newCentroids(vecs), outlierBelow: below}
 	ix.mu.Lock()
 	ix.gens[key] = g
 	ix.mu.Unlock()
@@ -216,7 +238,7 @@ func assignLists(g *generation, vecs [][]float32) []int32 {
 		return out
 	}
 	for i, n := range g.lists.assignAll(vecs) {
-		out[i] = g.listID(n)
+		out[i] = g.listFor(vecs[i], n)
 	}
 	return out
 }
@@ -233,7 +255,7 @@ func assignListsExact(g *generation, vecs [][]float32) []int32 {
 		return out
 	}
 	for i, v := range vecs {
-		out[i] = g.listID(g.lists.nearestExact(v))
+		out[i] = g.listFor(v, g.lists.nearestExact(v))
 	}
 	return out
 }

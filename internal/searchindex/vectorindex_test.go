@@ -2,6 +2,7 @@ package searchindex_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -168,6 +169,42 @@ func TestVectorIndex(t *testing.T) {
 		require.NotZero(t, listOf(t, b, fresh[1], 0))
 	})
 
+	t.Run("APassageUnlikeEveryListIsFound", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 4000)
+		vectortest.Build(t, b.ctx, b.pool, b.ix, b.seeded.Profile, 20000)
+		// Needles: passages in directions none of the 40 topics has, each
+		// embedded as an embed job does, and a query near each (cosine
+		// about 0.9). Every centroid is about as far from a needle as from
+		// its query, so the list nearest the needle is often not among
+		// the 8 the query ranks first.
+		rng := rand.New(rand.NewPCG(11, 12))
+		needles := fresh(t, b, 40)
+		queries := make([][]float32, len(needles))
+		for i, id := range needles {
+			v := vectortest.Noisy(rng, nil, dims, 1)
+			queries[i] = vectortest.Noisy(rng, v, dims, 0.5)
+			_, err := b.ix.WriteVectors(b.ctx, b.pool, b.seeded.Profile, passage(id, v))
+			require.NoError(t, err)
+			require.Zero(t, listOf(t, b, id, 0)&0xffff, "needle %d is in its generation's outlier list", i)
+			require.NotZero(t, listOf(t, b, id, 0), "needle %d is not pending", i)
+		}
+		for i, q := range queries {
+			hits, err := searchindex.SemanticSearch(b.ctx, b.pool, query(b, q))
+			require.NoError(t, err)
+			require.Equal(t, needles[i], hits[0].StoredEmailID, "needle %d found first", i)
+		}
+		// Passages like the mail the lists were trained on are in lists
+		// of their own.
+		listed := fresh(t, b, 1)
+		_, err := b.ix.WriteVectors(b.ctx, b.pool, b.seeded.Profile, passage(listed[0], b.gen.Passage()))
+		require.NoError(t, err)
+		require.NotZero(t, listOf(t, b, listed[0], 0)&0xffff)
+		status, err := searchindex.ReadIndexStatus(b.ctx, b.pool, b.seeded.Profile)
+		require.NoError(t, err)
+		require.Equal(t, searchindex.IndexCurrent, status.Next(), "the outlier list is no reason to train again yet")
+	})
+
 	t.Run("ARebuildHalfDoneFindsEveryPassage", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, 2000)
@@ -256,7 +293,9 @@ func TestVectorIndex(t *testing.T) {
 				for _, h := range hits {
 					require.True(t, inScope[h.StoredEmailID], "%s is out of scope", h.StoredEmailID)
 				}
-				require.GreaterOrEqual(t, recall(t, b, 5, tc.narrow), 0.95)
+				// Over a hundred queries: five leave recall to the luck of
+				// the training sample (0.90 to 1.00 for the dates).
+				require.GreaterOrEqual(t, recall(t, b, 100, tc.narrow), 0.95)
 			})
 		}
 	})

@@ -99,3 +99,35 @@ func TestAWrittenPassageGoesToItsNearestList(t *testing.T) {
 	}
 	t.Logf("through the shortlist, %d of %d would have gone to another list", shortlisted, len(written))
 }
+
+// TestOutlierThreshold: about outlierLists lists' worth of vectors like
+// the held ones fall below the threshold (at most 1 %), and with none held
+// there is no outlier list.
+func TestOutlierThreshold(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	vecs := make([][]float32, 400)
+	for i := range vecs {
+		vecs[i] = randomUnit(rng, 32)
+	}
+	c := newCentroids(vecs)
+	if got := outlierThreshold(c, nil); !math.IsInf(float64(got), -1) {
+		t.Fatalf("no held vectors: threshold %v, want -Inf", got)
+	}
+	held := make([][]float32, 20000)
+	for i := range held {
+		held[i] = randomUnit(rng, 32)
+	}
+	below := outlierThreshold(c, held)
+	n := 0
+	for _, v := range held {
+		if dotFloats(v, c.vecs[c.nearest(v, newSignBits(v))]) < below {
+			n++
+		}
+	}
+	// 2/400 of 20 000 is 100, measured as a build assigns: through the
+	// shortlist.
+	if n < 95 || n > 105 {
+		t.Fatalf("%d of %d held vectors below the threshold, want about 100", n, len(held))
+	}
+}
