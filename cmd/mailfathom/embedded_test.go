@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
@@ -44,6 +45,12 @@ func TestCommandsUseTheRunningEmbeddedDatabase(t *testing.T) {
 	db, err := pgcluster.StartEmbedded(ctx, dataDir, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Stop(context.Background()) })
+	conn, err := pgx.Connect(ctx, db.ConnString)
+	require.NoError(t, err)
+	var walBuffers string
+	require.NoError(t, conn.QueryRow(ctx, "SHOW wal_buffers").Scan(&walBuffers))
+	require.NoError(t, conn.Close(ctx))
+	require.Equal(t, pgcluster.EmbeddedSettings["wal_buffers"], walBuffers, "the embedded cluster runs with its own settings")
 
 	code, stdout, stderr := runCmd(t, env, "migrate")
 	require.Equal(t, 0, code, stderr)
