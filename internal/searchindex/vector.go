@@ -16,8 +16,16 @@ import (
 // dimensions), creating it on first use. A profile created owes vectors
 // for every message with passages: they form its backlog at once (one
 // walk of the passages, when the profile is created and never again).
+//
+// Callers may race to create the same profile (serve's start and an
+// embedding job, two replicas): the one whose insert waited on another's
+// reads the row that one committed.
 func EnsureProfile(ctx context.Context, q Querier, model string, dimensions int) (int16, error) {
 	var id int16
+	// At READ COMMITTED an insert that waited on a concurrent one for the
+	// same key does nothing, and the statement's snapshot, taken before
+	// that one committed, does not show its row either: a statement of
+	// its own, with a snapshot of its own, does.
 	err := q.QueryRow(ctx, `
 		WITH inserted AS (
 			INSERT INTO embedding_profiles (model, dimensions) VALUES ($1, $2)
@@ -29,6 +37,10 @@ func EnsureProfile(ctx context.Context, q Querier, model string, dimensions int)
 		UNION ALL
 		SELECT id FROM embedding_profiles WHERE model = $1 AND dimensions = $2
 		LIMIT 1`, model, dimensions).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = q.QueryRow(ctx, `SELECT id FROM embedding_profiles WHERE model = $1 AND dimensions = $2`,
+			model, dimensions).Scan(&id)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("searchindex: record the embedding profile: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
@@ -167,6 +168,37 @@ func TestVectors(t *testing.T) {
 			Profile: other, Vector: embedtest.Embed("crane", dims), Accounts: []string{"primary"}})
 		require.NoError(t, err)
 		require.Empty(t, hits, "another profile's vectors are never compared")
+	})
+
+	t.Run("AProfileCreatedByTwoAtOnceIsOne", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// The first creation is held open, so the second one's insert
+		// waits on it and then finds the key taken.
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(b.ctx) }()
+		first, err := searchindex.EnsureProfile(b.ctx, tx, "raced-model", dims)
+		require.NoError(t, err)
+		type answer struct {
+			id  int16
+			err error
+		}
+		second := make(chan answer, 1)
+		go func() {
+			id, err := searchindex.EnsureProfile(b.ctx, b.pool, "raced-model", dims)
+			second <- answer{id, err}
+		}()
+		poll.UntilTrue(t, 10*time.Second, "the second creation waits on the first", func() bool {
+			var waiting int
+			err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO embedding_profiles%'`).Scan(&waiting)
+			return err == nil && waiting == 1
+		})
+		require.NoError(t, tx.Commit(b.ctx))
+		got := <-second
+		require.NoError(t, got.err)
+		require.Equal(t, first, got.id)
 	})
 
 	t.Run("TheFirstAnsweredModelIsRecordedAndNeverChanged", func(t *testing.T) {
