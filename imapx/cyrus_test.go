@@ -124,7 +124,15 @@ func TestCyrusReconcileEveryPathSameEndState(t *testing.T) {
 			var log wireLog
 			ep := b.endpoint(imapx.None)
 			ep.Dial = log.dial("")
+			// QRESYNC is enabled only on a reconciliation session's own
+			// connection; a read session asks in CondStore mode at most.
 			s := b.open(ep)
+			if mode == imapx.QResync {
+				var err error
+				s, err = imapx.OpenReconcileSession(b.ctx, ep, imapx.SessionOptions{})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = s.Close() })
+			}
 			require.Equal(t, mode, s.ReconcileMode(), "chosen from the advertised capabilities")
 			st, err := s.Examine(b.ctx, "INBOX")
 			require.NoError(t, err)

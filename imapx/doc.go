@@ -70,19 +70,22 @@
 // alone, and nothing (Narrowed false) where the folder has no usable
 // sequence.
 //
-// Both run on a second connection of the session, opened on first use with
-// the same dial, TLS policy and authentication, then taken over from
-// go-imap and driven by the adapter's own command and response layer,
-// package imapx/internal/wire, one file per command: go-imap's client
-// refuses ENABLE QRESYNC, cannot parse the VANISHED responses that follow
-// it, and has no way to send a command it does not know. Keeping QRESYNC
-// off the session's own connection also keeps every go-imap command there
-// safe from a VANISHED it would die on. That connection sends only ENABLE,
-// EXAMINE, UID FETCH of FLAGS, UID and MODSEQ, UID SEARCH and LOGOUT.
+// Both are driven by the adapter's own command and response layer, package
+// imapx/internal/wire, one file per command: go-imap's client refuses
+// ENABLE QRESYNC, cannot parse the VANISHED responses that follow it, and
+// has no way to send a command it does not know. On a read session they go
+// over the session's own connection, which go-imap lends to the wire layer
+// between two of its commands (lend.go), so a folder pass and the
+// reconciliation window after it share one login; QRESYNC stays off that
+// connection, which keeps every go-imap command there safe from a VANISHED
+// it would die on, so a read session asks in CondStore mode at most. For
+// the questions it sends only EXAMINE, UID FETCH of FLAGS, UID and MODSEQ
+// and UID SEARCH.
 //
-// Work that only reconciles opens its session with OpenReconcileSession,
-// which has that connection and no other: Examine opens the folder there,
-// and the server sees one login instead of two.
+// Work that only reconciles, with no read session at hand, opens its
+// session with OpenReconcileSession instead: its one connection is the
+// wire layer's from the start, with QRESYNC enabled where the server
+// offers it, and Examine opens the folder there.
 //
 // # Server identities
 //

@@ -257,16 +257,25 @@ func TestReadOnlyOnTheWire(t *testing.T) {
 	_, err = s.Recover(b.ctx)
 	require.NoError(t, err)
 	require.NoError(t, s.FetchBodies(b.ctx, uids, 1<<20, func(imapx.Body) error { return nil }))
-	// The reconciliation connection: ENABLE QRESYNC, EXAMINE, UID FETCH of
-	// FLAGS UID MODSEQ with and without CHANGEDSINCE, UID SEARCH.
-	ans, err := s.Reconcile(b.ctx, uids, 0)
+	// The reconciliation questions, over the same connection and over a
+	// reconciliation session's own: ENABLE QRESYNC there, EXAMINE, UID
+	// FETCH of FLAGS UID MODSEQ with and without CHANGEDSINCE, UID SEARCH.
+	reconcile := func(s *imapx.ReadSession) {
+		ans, err := s.Reconcile(b.ctx, uids, 0)
+		require.NoError(t, err)
+		require.Equal(t, uids, ans.Present)
+		_, err = s.Reconcile(b.ctx, uids, ans.HighestModSeq)
+		require.NoError(t, err)
+		_, err = s.ExistingUIDs(b.ctx, uids)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
+	reconcile(s)
+	rs, err := imapx.OpenReconcileSession(b.ctx, ep, imapx.SessionOptions{})
 	require.NoError(t, err)
-	require.Equal(t, uids, ans.Present)
-	_, err = s.Reconcile(b.ctx, uids, ans.HighestModSeq)
+	_, err = rs.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)
-	_, err = s.ExistingUIDs(b.ctx, uids)
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
+	reconcile(rs)
 
 	names := requireReadOnlyWire(t, &rec)
 	for _, want := range []string{"AUTHENTICATE", "NAMESPACE", "LIST", "EXAMINE", "UID SEARCH", "UID FETCH", "ENABLE", "LOGOUT"} {

@@ -103,6 +103,16 @@ func (b *testBundle) open(ep imapx.Endpoint, opts imapx.SessionOptions) *imapx.R
 	return s
 }
 
+// openReconcile opens a session of OpenReconcileSession on ep, closed when
+// the test ends.
+func (b *testBundle) openReconcile(ep imapx.Endpoint, opts imapx.SessionOptions) *imapx.ReadSession {
+	b.t.Helper()
+	s, err := imapx.OpenReconcileSession(b.ctx, ep, opts)
+	require.NoError(b.t, err)
+	b.t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // message returns a CRLF message of about size bytes whose body encodes i.
 func message(i, size int) []byte {
 	var buf bytes.Buffer

@@ -141,17 +141,24 @@ type ReconcileAnswer struct {
 	FetchResponses int
 }
 
-// ReconcileMode returns the mode Reconcile uses: from what the server
-// advertised after authentication (QResync needs QRESYNC, which implies
-// CONDSTORE; CondStore needs CONDSTORE), lowered to CondStore once the
-// reconciliation connection is open if the server did not confirm ENABLE
-// QRESYNC. Reconcile lowers it further, to Plain, for a folder that reports
+// ReconcileMode returns the mode Reconcile uses. On a session of
+// OpenReconcileSession it is what the server advertised after
+// authentication (QResync needs QRESYNC, which implies CONDSTORE; CondStore
+// needs CONDSTORE), lowered to CondStore once the connection is open if the
+// server did not confirm ENABLE QRESYNC. A read session asks over its own
+// connection, where QRESYNC is never enabled (go-imap could not read the
+// VANISHED responses it brings), so its mode is CondStore at most.
+// Reconcile lowers it further, to Plain, for a folder that reports
 // NOMODSEQ; ReconcileAnswer.Mode says what was asked.
 func (s *ReadSession) ReconcileMode() ReconcileMode {
-	if s.wire != nil && s.wire.Usable() {
+	if s.reconcileOnly && s.wire != nil && s.wire.Usable() {
 		return connMode(s.wire)
 	}
-	return modeFor(s.caps)
+	m := modeFor(s.caps)
+	if m == QResync && !s.reconcileOnly {
+		return CondStore
+	}
+	return m
 }
 
 // connMode is the mode of the reconciliation connection w: what its server
@@ -182,13 +189,14 @@ func connMode(w *wire.Conn) ReconcileMode {
 // whole window without CHANGEDSINCE, which answers existence by itself. The
 // three reach the same Present, Vanished and flags.
 //
-// The questions go over a second connection of the session, opened on first
-// use with the session's endpoint and credentials and kept until Close or
-// Recover; it enables QRESYNC right after authentication when advertised,
-// and EXAMINEs the folder afresh for every call, so HighestModSeq is
-// current. It sends only ENABLE, EXAMINE, UID FETCH of FLAGS, UID and
-// MODSEQ, UID SEARCH and LOGOUT: nothing that changes a mailbox or sets
-// \Seen. Long windows are split into several commands of at most about
+// The questions go over the session's reconciliation connection (see
+// reconcileOn): a read session's own connection, lent by go-imap between
+// two of its commands, or the only connection of a session of
+// OpenReconcileSession, which enables QRESYNC right after authentication
+// when advertised. Either way the folder is EXAMINEd afresh for every call,
+// so HighestModSeq is current, and the connection is sent only ENABLE,
+// EXAMINE, UID FETCH of FLAGS, UID and MODSEQ, UID SEARCH and LOGOUT for
+// it: nothing that changes a mailbox or sets \Seen. Long windows are split into several commands of at most about
 // 8000 octets of compressed UID set (RFC 7162 §4); when the server reports
 // an expunge by sequence number during the pass, one more UID SEARCH
 // settles which present UIDs are still there.
@@ -218,94 +226,99 @@ func (s *ReadSession) Reconcile(ctx context.Context, window []uint32, sinceModSe
 		return ans, nil
 	}
 	start := time.Now()
-	w, st, err := s.reconcileFolder(ctx)
-	if err != nil {
-		return ReconcileAnswer{}, err
-	}
-	mode := connMode(w)
-	if mode != Plain && (st.NoModSeq || st.HighestModSeq == 0) {
-		mode = Plain
-	}
-	since := sinceModSeq
-	if mode == Plain || since > st.HighestModSeq {
-		since = 0
-	}
-	timeout := s.opts.commandTimeout()
-	rs := newReconcileState(uids)
-	items := reconcileItems(mode, s.IdentityScheme())
-	commands := 1 // EXAMINE
-	for _, ch := range wire.ChunkUIDs(uids, wire.MaxSetBytes) {
-		rs.chunk(ch)
-		if since > 0 && mode == CondStore {
-			if err := rs.search(ctx, w, timeout, ch.Set); err != nil {
-				return ReconcileAnswer{}, err
+	var (
+		ans      ReconcileAnswer
+		commands = 1 // EXAMINE
+	)
+	err = s.reconcileOn(ctx, "reconcile", func(w *wire.Conn, st wire.ExamineData) error {
+		mode := connMode(w)
+		if mode != Plain && (st.NoModSeq || st.HighestModSeq == 0) {
+			mode = Plain
+		}
+		since := sinceModSeq
+		if mode == Plain || since > st.HighestModSeq {
+			since = 0
+		}
+		timeout := s.opts.commandTimeout()
+		rs := newReconcileState(uids)
+		items := reconcileItems(mode, s.IdentityScheme())
+		for _, ch := range wire.ChunkUIDs(uids, wire.MaxSetBytes) {
+			rs.chunk(ch)
+			if since > 0 && mode == CondStore {
+				if err := rs.search(ctx, w, timeout, ch.Set); err != nil {
+					return err
+				}
+				commands++
+			}
+			rs.phase = phaseFetch
+			err := fromWire(w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
+				Set: ch.Set, Items: items, ChangedSince: since, Vanished: since > 0 && mode == QResync,
+			}, rs.handle))
+			if err != nil {
+				return err
 			}
 			commands++
 		}
-		rs.phase = phaseFetch
-		err := fromWire(w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
-			Set: ch.Set, Items: items, ChangedSince: since, Vanished: since > 0 && mode == QResync,
-		}, rs.handle))
-		if err != nil {
-			return ReconcileAnswer{}, err
+		if err := rs.complete(); err != nil {
+			return err
 		}
-		commands++
-	}
-	if err := rs.complete(); err != nil {
+
+		// Which UIDs exist.
+		present := make([]uint32, 0, len(uids))
+		for i, uid := range uids {
+			if rs.gone[i] {
+				continue
+			}
+			_, answered := rs.answered[uid]
+			switch {
+			case since == 0: // the fetch answers for every UID that exists
+				if !answered {
+					continue
+				}
+			case mode == CondStore:
+				if !rs.exists[i] && !answered {
+					continue
+				}
+			}
+			present = append(present, uid)
+		}
+		if rs.seqExpunges > 0 {
+			// The server removed messages during the pass and said so by
+			// sequence number: ask which of the present UIDs are still there.
+			var err error
+			if present, err = s.existing(ctx, w, present); err != nil {
+				return err
+			}
+			commands++
+		}
+
+		ans = ReconcileAnswer{
+			Mode:           mode,
+			Narrowed:       since > 0,
+			Present:        present,
+			Changed:        make([]FlagAnswer, 0, len(rs.answered)),
+			Vanished:       make([]uint32, 0, len(uids)-len(present)),
+			FetchResponses: rs.fetches,
+		}
+		if mode != Plain {
+			ans.HighestModSeq = st.HighestModSeq
+		}
+		for _, uid := range uids {
+			if _, ok := slices.BinarySearch(present, uid); !ok {
+				ans.Vanished = append(ans.Vanished, uid)
+			}
+		}
+		for _, uid := range present {
+			if a, ok := rs.answered[uid]; ok {
+				ans.Changed = append(ans.Changed, flagAnswerOf(a))
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return ReconcileAnswer{}, err
 	}
-
-	// Which UIDs exist.
-	present := make([]uint32, 0, len(uids))
-	for i, uid := range uids {
-		if rs.gone[i] {
-			continue
-		}
-		_, answered := rs.answered[uid]
-		switch {
-		case since == 0: // the fetch answers for every UID that exists
-			if !answered {
-				continue
-			}
-		case mode == CondStore:
-			if !rs.exists[i] && !answered {
-				continue
-			}
-		}
-		present = append(present, uid)
-	}
-	if rs.seqExpunges > 0 {
-		// The server removed messages during the pass and said so by
-		// sequence number: ask which of the present UIDs are still there.
-		present, err = s.existing(ctx, w, present)
-		if err != nil {
-			return ReconcileAnswer{}, err
-		}
-		commands++
-	}
-
-	ans := ReconcileAnswer{
-		Mode:           mode,
-		Narrowed:       since > 0,
-		Present:        present,
-		Changed:        make([]FlagAnswer, 0, len(rs.answered)),
-		Vanished:       make([]uint32, 0, len(uids)-len(present)),
-		FetchResponses: rs.fetches,
-	}
-	if mode != Plain {
-		ans.HighestModSeq = st.HighestModSeq
-	}
-	for _, uid := range uids {
-		if _, ok := slices.BinarySearch(present, uid); !ok {
-			ans.Vanished = append(ans.Vanished, uid)
-		}
-	}
-	for _, uid := range present {
-		if a, ok := rs.answered[uid]; ok {
-			ans.Changed = append(ans.Changed, flagAnswerOf(a))
-		}
-	}
-	s.debug(ctx, "imap reconcile", slog.String("mode", mode.String()), slog.Bool("narrowed", ans.Narrowed),
+	s.debug(ctx, "imap reconcile", slog.String("mode", ans.Mode.String()), slog.Bool("narrowed", ans.Narrowed),
 		slog.Int("window", len(uids)), slog.Int("present", len(ans.Present)), slog.Int("changed", len(ans.Changed)),
 		slog.Int("vanished", len(ans.Vanished)), slog.Int("commands", commands),
 		slog.Duration("elapsed", time.Since(start)))
@@ -329,11 +342,13 @@ func (s *ReadSession) ExistingUIDs(ctx context.Context, uids []uint32) ([]uint32
 	if len(window) == 0 {
 		return nil, nil
 	}
-	w, _, err := s.reconcileFolder(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.existing(ctx, w, window)
+	var existing []uint32
+	err = s.reconcileOn(ctx, "UID SEARCH", func(w *wire.Conn, _ wire.ExamineData) error {
+		var err error
+		existing, err = s.existing(ctx, w, window)
+		return err
+	})
+	return existing, err
 }
 
 // existing runs the UID SEARCH of ExistingUIDs on sorted, distinct uids in
@@ -358,28 +373,31 @@ func (s *ReadSession) existing(ctx context.Context, w *wire.Conn, uids []uint32)
 	return out, nil
 }
 
-// reconcileFolder returns the reconciliation connection, opened if need be,
-// with the session's folder freshly examined on it, and refuses a folder
-// whose UIDVALIDITY is no longer the one the session examined.
-func (s *ReadSession) reconcileFolder(ctx context.Context) (*wire.Conn, wire.ExamineData, error) {
-	w, err := s.reconcileConn(ctx)
-	if err != nil {
-		return nil, wire.ExamineData{}, err
-	}
-	st, err := w.Examine(ctx, s.opts.commandTimeout(), s.folder, connMode(w) == CondStore)
-	if err != nil {
-		return nil, wire.ExamineData{}, fromWire(err)
-	}
-	if st.UIDValidity != s.state.UIDValidity {
-		s.recreated = true
-		return nil, wire.ExamineData{}, ErrMailboxFolderRecreated
-	}
-	return w, st, nil
+// reconcileOn runs f on the session's reconciliation connection with the
+// session's folder freshly examined on it, and refuses a folder whose
+// UIDVALIDITY is no longer the one the session examined. The connection is
+// the session's own (onOwnConnection): go-imap's, lent between two of its
+// commands, so a window asked on a read session — the one a folder pass
+// read new mail with, say — costs the server no other login; or the only
+// connection of a session of OpenReconcileSession. name names the command
+// in a failure.
+func (s *ReadSession) reconcileOn(ctx context.Context, name string, f func(w *wire.Conn, st wire.ExamineData) error) error {
+	return s.onOwnConnection(ctx, name, func(w *wire.Conn, _ func()) error {
+		st, err := w.Examine(ctx, s.opts.commandTimeout(), s.folder, connMode(w) == CondStore)
+		if err != nil {
+			return fromWire(err)
+		}
+		if st.UIDValidity != s.state.UIDValidity {
+			s.recreated = true
+			return ErrMailboxFolderRecreated
+		}
+		return f(w, st)
+	})
 }
 
-// reconcileConn returns the session's reconciliation connection, opening it
-// on first use: established and authenticated exactly like the session's
-// own, then, when the server advertises QRESYNC, ENABLE QRESYNC as its first
+// reconcileConn returns the only connection of a session of
+// OpenReconcileSession, opening it on first use: established and
+// authenticated exactly like a read session's, then, when the server advertises QRESYNC, ENABLE QRESYNC as its first
 // command, before any folder is opened (RFC 7162 §3.2.3). A server that
 // refuses it leaves the connection in CondStore mode.
 func (s *ReadSession) reconcileConn(ctx context.Context) (*wire.Conn, error) {

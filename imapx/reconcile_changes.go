@@ -71,51 +71,57 @@ func (s *ReadSession) ReconcileChanges(ctx context.Context, sinceModSeq uint64) 
 		return FolderChanges{}, err
 	}
 	start := time.Now()
-	w, st, err := s.reconcileFolder(ctx)
-	if err != nil {
-		return FolderChanges{}, err
-	}
-	out := FolderChanges{Mode: connMode(w)}
-	if out.Mode != Plain && (st.NoModSeq || st.HighestModSeq == 0) {
-		out.Mode = Plain
-	}
-	if out.Mode == Plain || sinceModSeq == 0 || sinceModSeq > st.HighestModSeq {
-		return out, nil
-	}
-	out.Narrowed, out.HighestModSeq = true, st.HighestModSeq
+	var out FolderChanges
+	err := s.reconcileOn(ctx, "UID FETCH", func(w *wire.Conn, st wire.ExamineData) error {
+		out = FolderChanges{Mode: connMode(w)}
+		if out.Mode != Plain && (st.NoModSeq || st.HighestModSeq == 0) {
+			out.Mode = Plain
+		}
+		if out.Mode == Plain || sinceModSeq == 0 || sinceModSeq > st.HighestModSeq {
+			return nil
+		}
+		out.Narrowed, out.HighestModSeq = true, st.HighestModSeq
 
-	timeout := s.opts.commandTimeout()
-	cs := &changeState{answered: map[uint32]*wire.FetchAttrs{}, fetching: true}
-	err = fromWire(w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
-		Set: wire.WholeFolder, Items: reconcileItems(out.Mode, s.IdentityScheme()), ChangedSince: sinceModSeq, Vanished: out.Mode == QResync,
-	}, cs.handle))
-	if err != nil {
-		return FolderChanges{}, err
-	}
-	out.Commands++
-	if out.Mode == CondStore {
-		cs.fetching = false
-		if err := fromWire(w.UIDSearch(ctx, timeout, wire.WholeFolder, cs.handle)); err != nil {
-			return FolderChanges{}, err
+		timeout := s.opts.commandTimeout()
+		cs := &changeState{answered: map[uint32]*wire.FetchAttrs{}, fetching: true}
+		err := fromWire(w.UIDFetchFlags(ctx, timeout, wire.FlagsFetch{
+			Set: wire.WholeFolder, Items: reconcileItems(out.Mode, s.IdentityScheme()), ChangedSince: sinceModSeq, Vanished: out.Mode == QResync,
+		}, cs.handle))
+		if err != nil {
+			return err
 		}
 		out.Commands++
-		if cs.violation == nil && cs.searchAnswers == 0 {
-			return FolderChanges{}, fmt.Errorf("%w (UID SEARCH completed without a SEARCH response)", ErrIncompleteAnswer)
+		if out.Mode == CondStore {
+			cs.fetching = false
+			if err := fromWire(w.UIDSearch(ctx, timeout, wire.WholeFolder, cs.handle)); err != nil {
+				return err
+			}
+			out.Commands++
+			if cs.violation == nil && cs.searchAnswers == 0 {
+				return fmt.Errorf("%w (UID SEARCH completed without a SEARCH response)", ErrIncompleteAnswer)
+			}
+			out.Existing = ranges(cs.existing.Normalize())
 		}
-		out.Existing = ranges(cs.existing.Normalize())
-	}
-	if cs.violation != nil {
-		return FolderChanges{}, cs.violation
-	}
-	out.Vanished = ranges(cs.vanished.Normalize())
-	out.Changed = make([]FlagAnswer, 0, len(cs.answered))
-	for _, a := range cs.answered {
-		if !a.HasFlags {
-			return FolderChanges{}, fmt.Errorf("%w (a FETCH answer without FLAGS)", ErrIncompleteAnswer)
+		if cs.violation != nil {
+			return cs.violation
 		}
-		out.Changed = append(out.Changed, flagAnswerOf(a))
+		out.Vanished = ranges(cs.vanished.Normalize())
+		out.Changed = make([]FlagAnswer, 0, len(cs.answered))
+		for _, a := range cs.answered {
+			if !a.HasFlags {
+				return fmt.Errorf("%w (a FETCH answer without FLAGS)", ErrIncompleteAnswer)
+			}
+			out.Changed = append(out.Changed, flagAnswerOf(a))
+		}
+		slices.SortFunc(out.Changed, func(a, b FlagAnswer) int { return cmpUID(a.UID, b.UID) })
+		return nil
+	})
+	if err != nil {
+		return FolderChanges{}, err
 	}
-	slices.SortFunc(out.Changed, func(a, b FlagAnswer) int { return cmpUID(a.UID, b.UID) })
+	if !out.Narrowed {
+		return out, nil
+	}
 	s.debug(ctx, "imap reconcile changes", slog.String("mode", out.Mode.String()),
 		slog.Int("changed", len(out.Changed)), slog.Int("vanished_ranges", len(out.Vanished)),
 		slog.Int("commands", out.Commands), slog.Duration("elapsed", time.Since(start)))

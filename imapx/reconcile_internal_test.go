@@ -163,7 +163,7 @@ func openScripted(t *testing.T, s *scriptedIMAP) *ReadSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sess, err := OpenReadSession(ctx, s.endpoint(), SessionOptions{CommandTimeout: 2 * time.Second})
+	sess, err := OpenReconcileSession(ctx, s.endpoint(), SessionOptions{CommandTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sess.Close() })
 	_, err = sess.Examine(ctx, "INBOX")
@@ -426,7 +426,7 @@ func TestReconcileModeFallbacks(t *testing.T) {
 			return ""
 		}
 		s := openScripted(t, srv)
-		require.Equal(t, QResync, s.ReconcileMode(), "as advertised, until the connection is open")
+		require.Equal(t, CondStore, s.ReconcileMode(), "the connection is open and QRESYNC was refused")
 		_, err := s.Reconcile(testCtx(t), []uint32{1}, 50)
 		var cmdErr *CommandError
 		require.ErrorAs(t, err, &cmdErr)

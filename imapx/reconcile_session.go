@@ -14,16 +14,16 @@ import (
 var ErrReconcileOnly = failure.New("MailboxSessionReconcileOnly", "imapx: a reconciliation session lists, searches and fetches nothing")
 
 // OpenReconcileSession connects to ep and authenticates like
-// OpenReadSession, but the session it returns has one connection only, the
-// reconciliation connection Reconcile would otherwise open beside the
-// session's own (see Reconcile): ENABLE QRESYNC follows authentication when
-// the server advertises QRESYNC, and Examine opens the folder on that
-// connection, read-only. It is the session for work that examines a folder
-// and asks about its flags and existence and nothing else — Examine,
-// ReconcileMode, Reconcile, ReconcileChanges, ExistingUIDs, Recover and
-// Close behave as on a ReadSession — and it saves the server the other
-// connection: a TLS handshake, a login and, on many servers, a process of
-// its own, for a connection that would only ever have sent EXAMINE.
+// OpenReadSession, but the session it returns has one connection of the
+// wire layer's instead of go-imap's: ENABLE QRESYNC follows authentication
+// when the server advertises QRESYNC, which go-imap's connection cannot
+// have (it cannot read the VANISHED responses QRESYNC brings), and Examine
+// opens the folder on that connection, read-only. It is the session for
+// work that examines a folder and asks about its flags and existence and
+// nothing else — Examine, ReconcileMode, Reconcile, ReconcileChanges,
+// ExistingUIDs, Recover and Close behave as on a ReadSession — when no read
+// session of the folder is at hand: its questions then take one command
+// where a read session's take two (QResync mode rather than CondStore).
 //
 // It deliberately does not compress: reconciliation moves flags, not mail
 // text. ListFolders, SearchUIDs, FetchMetadata and FetchBodies fail with

@@ -200,7 +200,9 @@ type pathResult struct {
 
 // runScenario seeds twelve messages, reconciles them, lets another client
 // change flags and expunge, reconciles again with the recorded
-// mod-sequence, and once more with nothing changed.
+// mod-sequence, and once more with nothing changed. The session is a
+// reconciliation session when want is QResync (only it enables QRESYNC),
+// otherwise a read session, which asks over its own connection.
 func runScenario(t *testing.T, srv *dovecot.Server, want imapx.ReconcileMode) pathResult {
 	b := setup(t, srv)
 	var uids []uint32
@@ -214,7 +216,12 @@ func runScenario(t *testing.T, srv *dovecot.Server, want imapx.ReconcileMode) pa
 	var log wireLog
 	ep := b.endpoint(imapx.None)
 	ep.Dial = log.dial("")
-	s := b.open(ep, imapx.SessionOptions{})
+	var s *imapx.ReadSession
+	if want == imapx.QResync {
+		s = b.openReconcile(ep, imapx.SessionOptions{})
+	} else {
+		s = b.open(ep, imapx.SessionOptions{})
+	}
 	require.Equal(t, want, s.ReconcileMode(), "chosen from the advertised capabilities")
 	st, err := s.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)
@@ -284,6 +291,9 @@ func runScenario(t *testing.T, srv *dovecot.Server, want imapx.ReconcileMode) pa
 	require.Equal(t, server, local)
 	b.requireUnseen("INBOX", second.Present...)
 	require.NoError(t, s.Close())
+	log.mu.Lock()
+	require.Len(t, log.conns, 1, "one connection carried the session and its questions")
+	log.mu.Unlock()
 	return pathResult{present: second.Present, vanished: second.Vanished, final: local, changed: changed, quiet: quiet, wire: log.reconciliation(t)}
 }
 
@@ -303,12 +313,18 @@ func TestReconcileEveryPathSameEndState(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	// A read session on the server that offers QRESYNC asks over its own
+	// connection, where QRESYNC stays off: CondStore.
+	var read pathResult
+	t.Run("read session", func(t *testing.T) {
+		read = runScenario(t, dovecot.Start(t), imapx.CondStore)
+	})
 	require.Len(t, results, 3)
 
 	// The same end state on every path (fresh users: the same UIDs).
 	q, c, p := results[imapx.QResync], results[imapx.CondStore], results[imapx.Plain]
 	require.Equal(t, []uint32{7, 8, 9, 11}, q.vanished)
-	for _, r := range []pathResult{c, p} {
+	for _, r := range []pathResult{c, p, read} {
 		require.Equal(t, q.present, r.present)
 		require.Equal(t, q.vanished, r.vanished)
 		require.Equal(t, q.final, r.final)
@@ -327,6 +343,12 @@ func TestReconcileEveryPathSameEndState(t *testing.T) {
 	require.True(t, contains(qc, "VANISHED)"))
 	require.False(t, contains(qc, "UID SEARCH"), "existence comes from the VANISHED report")
 	require.True(t, contains(q.wire.lines(true), "* VANISHED (EARLIER) 7:9,11"), "ranges in the VANISHED report")
+
+	rc := requireReconciliationWire(t, read.wire)
+	require.False(t, contains(rc, "ENABLE"), "go-imap's connection never enables QRESYNC")
+	require.True(t, contains(rc, "(CHANGEDSINCE "))
+	require.False(t, contains(rc, "VANISHED"))
+	require.True(t, contains(read.wire.lines(false), " EXAMINE \"INBOX\" (CONDSTORE)"), "go-imap opened the folder first")
 
 	cc := requireReconciliationWire(t, c.wire)
 	require.False(t, contains(cc, "ENABLE"))
@@ -639,23 +661,26 @@ func TestReconcileSecurityModes(t *testing.T) {
 			var log wireLog
 			ep := b.endpoint(sec)
 			ep.Dial = log.dial("")
-			s := b.open(ep, imapx.SessionOptions{})
-			_, err := s.Examine(b.ctx, "INBOX")
-			require.NoError(t, err)
-			for range 2 {
-				ans, err := s.Reconcile(b.ctx, uids, 0)
+			for _, open := range []func(imapx.Endpoint, imapx.SessionOptions) *imapx.ReadSession{b.open, b.openReconcile} {
+				s := open(ep, imapx.SessionOptions{})
+				_, err := s.Examine(b.ctx, "INBOX")
 				require.NoError(t, err)
-				require.Equal(t, uids, ans.Present)
-				require.Equal(t, imapx.QResync, ans.Mode)
+				for range 2 {
+					ans, err := s.Reconcile(b.ctx, uids, 0)
+					require.NoError(t, err)
+					require.Equal(t, uids, ans.Present)
+				}
+				require.NoError(t, s.Close())
 			}
-			require.NoError(t, s.Close())
 
 			log.mu.Lock()
 			conns := slices.Clone(log.conns)
 			log.mu.Unlock()
-			require.Len(t, conns, 2, "the session's connection and one reconciliation connection")
-			sent := strings.Join(conns[1].lines(false), "\n")
-			require.Equal(t, sec == imapx.None, strings.Contains(sent, "UID FETCH"), "clear text")
+			require.Len(t, conns, 2, "one connection per session, its questions asked over it")
+			for _, c := range conns {
+				sent := strings.Join(c.lines(false), "\n")
+				require.Equal(t, sec == imapx.None, strings.Contains(sent, "UID FETCH"), "clear text")
+			}
 			require.Equal(t, 2, strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">"))
 		})
 	}

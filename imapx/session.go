@@ -15,10 +15,10 @@ import (
 )
 
 // ReadSession is a read-only IMAP session: one authenticated connection with
-// at most one folder open, and that one opened with EXAMINE (plus, once
-// Reconcile is used, a second connection that only ever EXAMINEs the same
-// folder; see Reconcile, and OpenReconcileSession for a session that has
-// only that one). It has no
+// at most one folder open, and that one opened with EXAMINE. Reconcile and
+// the questions beside it are asked over the same connection (see
+// reconcileOn); OpenReconcileSession opens a session whose one connection
+// is the wire layer's, with QRESYNC enabled. It has no
 // operation that stores flags, copies, moves, expunges, appends or opens a
 // folder read-write, and it fetches content only with BODY.PEEK, so nothing
 // it does can set \Seen or change a mailbox.
@@ -34,8 +34,8 @@ type ReadSession struct {
 
 	cn   *conn
 	caps imap.CapSet
-	// wire is the reconciliation connection (reconcile.go), opened on the
-	// first Reconcile and closed with the session or by Recover.
+	// wire is the only connection of a session of OpenReconcileSession
+	// (reconcile_session.go); nil on a read session.
 	wire *wire.Conn
 	// reconcileOnly marks a session of OpenReconcileSession: cn stays nil
 	// and wire is its only connection.
@@ -229,8 +229,8 @@ func (s *ReadSession) openFolder() error {
 // without LOGOUT (a server that stopped answering could hold a LOGOUT for as
 // long as it likes), opens a new one with a freshly resolved password, and
 // re-examines the folder that was open, read-only like every EXAMINE here.
-// The reconciliation connection, if one is open, is closed the same way and
-// reopened by the next Reconcile.
+// A session of OpenReconcileSession replaces its one connection the same
+// way.
 //
 // If the folder now reports another UIDVALIDITY, Recover returns
 // ErrMailboxFolderRecreated together with the new state, and the session
@@ -270,8 +270,7 @@ func (s *ReadSession) Recover(ctx context.Context) (FolderState, error) {
 const logoutTimeout = 10 * time.Second
 
 // Close ends the session: with LOGOUT when the connection is healthy (bounded
-// by CommandTimeout, at most 10 s), otherwise by closing the socket. The
-// reconciliation connection, if one is open, is ended the same way.
+// by CommandTimeout, at most 10 s), otherwise by closing the socket.
 //
 // Close reports only its own cleanup failure, which is never more important
 // than a failure the caller already has: keep that one, for example with

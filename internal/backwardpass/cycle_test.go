@@ -90,16 +90,39 @@ func (b *testBundle) seed(t testing.TB, first, n int) {
 	}
 }
 
-// open opens a session over the plain listener, recorded by b.tap, and
-// closes it when the test ends.
+// open opens a read session over the plain listener, recorded by b.tap,
+// and closes it when the test ends. A backward pass asks over its own
+// connection, in CondStore mode at most.
 func (b *testBundle) open(t testing.TB) *imapx.ReadSession {
+	t.Helper()
+	return b.openWith(t, imapx.OpenReadSession)
+}
+
+// openReconcile is open for a session of OpenReconcileSession, which
+// enables QRESYNC where the server offers it.
+func (b *testBundle) openReconcile(t testing.TB) *imapx.ReadSession {
+	t.Helper()
+	return b.openWith(t, imapx.OpenReconcileSession)
+}
+
+// backward returns the session a test's backward passes ask over: sess, a
+// read session, or one of OpenReconcileSession when reconcile.
+func (b *testBundle) backward(t testing.TB, sess *imapx.ReadSession, reconcile bool) *imapx.ReadSession {
+	t.Helper()
+	if reconcile {
+		return b.openReconcile(t)
+	}
+	return sess
+}
+
+func (b *testBundle) openWith(t testing.TB, open func(context.Context, imapx.Endpoint, imapx.SessionOptions) (*imapx.ReadSession, error)) *imapx.ReadSession {
 	t.Helper()
 	host, port, err := net.SplitHostPort(b.srv.Addr())
 	require.NoError(t, err)
 	portNum, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	password := b.user.Password()
-	s, err := imapx.OpenReadSession(b.ctx, imapx.Endpoint{
+	s, err := open(b.ctx, imapx.Endpoint{
 		AccountID: "primary", Host: host, Port: portNum, Security: imapx.None, Username: b.user.Name(),
 		Password:                func(context.Context) ([]byte, error) { return []byte(password), nil },
 		AllowInsecureConnection: true, AllowClearTextOverUnencrypted: true,
@@ -216,10 +239,14 @@ func TestCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 	for name, tc := range map[string]struct {
 		capability string // empty: the shared Dovecot, which offers QRESYNC
 		mode       string
+		// reconcile: the backward passes ask over a session of
+		// OpenReconcileSession rather than the read session.
+		reconcile bool
 	}{
-		"QResync":   {"", "QRESYNC"},
-		"CondStore": {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN CONDSTORE ESEARCH", "CONDSTORE"},
-		"Plain":     {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN", "FLAGS"},
+		"QResync":     {"", "QRESYNC", true},
+		"ReadSession": {"", "CONDSTORE", false},
+		"CondStore":   {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN CONDSTORE ESEARCH", "CONDSTORE", false},
+		"Plain":       {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN", "FLAGS", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -231,6 +258,7 @@ func TestCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 			sess := b.open(t)
 			b.storeAll(t, sess)
 			b.storedBeforeSequences(t)
+			sess = b.backward(t, sess, tc.reconcile)
 
 			if tc.mode == "FLAGS" {
 				for range 12 {
@@ -251,7 +279,7 @@ func TestCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 			require.Nil(t, b.checkpoint(t).Cycle)
 
 			b.tap.Reset()
-			quiet := b.open(t)
+			quiet := b.backward(t, b.open(t), tc.reconcile)
 			rep := b.pass(t, quiet, 10)
 			require.True(t, rep.Narrowed)
 			require.Equal(t, tc.mode, rep.Mode)

@@ -60,16 +60,31 @@ func setupCyrus(t testing.TB, srv *cyrus.Server, n int) *cyrusBundle {
 	return b
 }
 
-// open opens a session over the plain listener, recorded by b.tap, and
-// closes it when the test ends.
+// open opens a read session over the plain listener, recorded by b.tap,
+// and closes it when the test ends.
 func (b *cyrusBundle) open(t testing.TB) *imapx.ReadSession {
+	t.Helper()
+	return b.openWith(t, imapx.OpenReadSession)
+}
+
+// backward returns the session a test's backward passes ask over: sess, a
+// read session, or one of OpenReconcileSession when reconcile.
+func (b *cyrusBundle) backward(t testing.TB, sess *imapx.ReadSession, reconcile bool) *imapx.ReadSession {
+	t.Helper()
+	if reconcile {
+		return b.openWith(t, imapx.OpenReconcileSession)
+	}
+	return sess
+}
+
+func (b *cyrusBundle) openWith(t testing.TB, open func(context.Context, imapx.Endpoint, imapx.SessionOptions) (*imapx.ReadSession, error)) *imapx.ReadSession {
 	t.Helper()
 	host, port, err := net.SplitHostPort(b.srv.Addr())
 	require.NoError(t, err)
 	portNum, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	password := b.user.Password()
-	s, err := imapx.OpenReadSession(b.ctx, imapx.Endpoint{
+	s, err := open(b.ctx, imapx.Endpoint{
 		AccountID: "primary", Host: host, Port: portNum, Security: imapx.None, Username: b.user.Name(),
 		Password:                func(context.Context) ([]byte, error) { return []byte(password), nil },
 		AllowInsecureConnection: true, AllowClearTextOverUnencrypted: true,
@@ -90,9 +105,13 @@ func TestCyrusCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 	for name, tc := range map[string]struct {
 		opts []cyrus.Option // nil: the shared Cyrus, which offers QRESYNC
 		mode string
+		// reconcile: the backward passes ask over a session of
+		// OpenReconcileSession rather than the read session.
+		reconcile bool
 	}{
-		"QResync":   {nil, "QRESYNC"},
-		"CondStore": {[]cyrus.Option{cyrus.WithoutCapabilities("QRESYNC")}, "CONDSTORE"},
+		"QResync":     {nil, "QRESYNC", true},
+		"ReadSession": {nil, "CONDSTORE", false},
+		"CondStore":   {[]cyrus.Option{cyrus.WithoutCapabilities("QRESYNC")}, "CONDSTORE", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -104,13 +123,14 @@ func TestCyrusCycleNarrowsAFolderLargerThanTheWindow(t *testing.T) {
 			sess := b.open(t)
 			b.storeAll(t, sess)
 			b.storedBeforeSequences(t)
+			sess = b.backward(t, sess, tc.reconcile)
 
 			passes := b.passUntilCycleEnds(t, sess, 10, 15)
 			require.GreaterOrEqual(t, passes, 5, "no pass of 10 covers 50 messages")
 			require.NotNil(t, b.checkpoint(t).HighestModSeq)
 
 			b.tap.Reset()
-			quiet := b.open(t)
+			quiet := b.backward(t, b.open(t), tc.reconcile)
 			rep := b.pass(t, quiet, 10)
 			require.True(t, rep.Narrowed)
 			require.Equal(t, tc.mode, rep.Mode)

@@ -84,10 +84,14 @@ func TestFirstSynchronizationIsTheFirstCycle(t *testing.T) {
 	for name, tc := range map[string]struct {
 		capability string // empty: the shared Dovecot, which offers QRESYNC
 		mode       string
+		// reconcile: the windows ask over a session of
+		// OpenReconcileSession rather than the read session.
+		reconcile bool
 	}{
-		"QResync":   {"", "QRESYNC"},
-		"CondStore": {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN CONDSTORE ESEARCH", "CONDSTORE"},
-		"Plain":     {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN", "FLAGS"},
+		"QResync":     {"", "QRESYNC", true},
+		"ReadSession": {"", "CONDSTORE", false},
+		"CondStore":   {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN CONDSTORE ESEARCH", "CONDSTORE", false},
+		"Plain":       {"IMAP4rev1 LITERAL+ SASL-IR AUTH=PLAIN", "FLAGS", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -140,7 +144,7 @@ func TestFirstSynchronizationIsTheFirstCycle(t *testing.T) {
 			}
 
 			b.tap.Reset()
-			got := b.reflectedWithin(t, sess, window, 2, reflected)
+			got := b.reflectedWithin(t, b.backward(t, sess, tc.reconcile), window, 2, reflected)
 			require.Len(t, got, 1, "the first window after the synchronization reflects the changes")
 			require.NotNil(t, cp.HighestModSeq, "the first synchronization completed the first cycle")
 			require.Equal(t, began, *cp.HighestModSeq, "the sequence of the first pass's EXAMINE, before its first fetch")
