@@ -174,3 +174,17 @@ func (g *Gate) leave(account, alias string) {
 	}
 	g.broadcast()
 }
+
+// Waiting reports whether a unit of account waits to enter: a unit in
+// the gate that could go on working on the account's mailbox gives its
+// place up instead, so the account's other folders take their turn.
+func (g *Gate) Waiting(account string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, w := range g.waiting {
+		if w.account == account {
+			return true
+		}
+	}
+	return false
+}

@@ -87,6 +87,21 @@ func TestGate(t *testing.T) {
 		require.ErrorIs(t, err, slots.ErrFull)
 	})
 
+	bubble(t, "WaitingNamesTheAccountsWithAUnitWaiting", func(t *testing.T) {
+		ctx, b := setup(t, slots.Bounds{MaxAccounts: 2, MaxFoldersPerAccount: 1})
+		leave, err := b.gate.Enter(ctx, "a", "INBOX", long, b.stop)
+		require.NoError(t, err)
+		require.False(t, b.gate.Waiting("a"), "nothing waits")
+		sent := enter(ctx, b, "a", "Sent", long)
+		synctest.Wait()
+		require.True(t, b.gate.Waiting("a"), "the account's other folder waits")
+		require.False(t, b.gate.Waiting("b"))
+		leave()
+		got := <-sent
+		require.NoError(t, got.err)
+		require.False(t, b.gate.Waiting("a"), "it entered")
+	})
+
 	bubble(t, "FolderBoundAndAliasOfOneAccount", func(t *testing.T) {
 		ctx, b := setup(t, slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 2})
 		leave, err := b.gate.Enter(ctx, "a", "INBOX", long, b.stop)

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -76,6 +77,8 @@ type Held struct {
 	conn      *pgxpool.Conn
 	keys      []int64 // shared locks
 	exclusive []int64 // the folder slot, and the alias's lock when taken
+	// alias is the alias lock TakeAlias took, 0 for none.
+	alias int64
 }
 
 func aliasKey(account, alias string) int64 {
@@ -221,6 +224,46 @@ func (h *Held) Release(ctx context.Context) error {
 	h.conn = nil
 	if err != nil {
 		return fmt.Errorf("slots: release: %w", err)
+	}
+	return nil
+}
+
+// TakeAlias takes alias's own lock of account for a unit that holds h
+// without one — an account run going on to a folder's pass over the
+// session it listed with — so the pass needs no other slot. It returns
+// ErrFull when another unit works on the alias, and fails when h already
+// holds an alias. DropAlias gives it back; Release does too.
+func (h *Held) TakeAlias(ctx context.Context, account, alias string) error {
+	if h == nil || h.conn == nil {
+		return errors.New("slots: take an alias: nothing held")
+	}
+	if h.alias != 0 {
+		return errors.New("slots: take an alias: one is held already")
+	}
+	k := aliasKey(account, alias)
+	var ok bool
+	if err := h.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", k).Scan(&ok); err != nil {
+		return fmt.Errorf("slots: try the alias lock: %w", err)
+	}
+	if !ok {
+		return ErrFull
+	}
+	h.alias = k
+	h.exclusive = append(h.exclusive, k)
+	return nil
+}
+
+// DropAlias gives back the alias lock TakeAlias took; the account and
+// folder slots stay held.
+func (h *Held) DropAlias(ctx context.Context) error {
+	if h == nil || h.conn == nil || h.alias == 0 {
+		return nil
+	}
+	k := h.alias
+	h.alias = 0
+	h.exclusive = slices.DeleteFunc(h.exclusive, func(e int64) bool { return e == k })
+	if _, err := h.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", k); err != nil {
+		return fmt.Errorf("slots: release the alias lock: %w", err)
 	}
 	return nil
 }

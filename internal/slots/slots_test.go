@@ -105,6 +105,36 @@ func TestAcquire(t *testing.T) {
 		require.NoError(t, err, "an account run takes no alias lock")
 	})
 
+	// An account run goes on to a folder's pass within the slots it holds,
+	// taking only the alias's lock.
+	t.Run("AnAccountRunTakesAnAliasOnItsSlots", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		bounds := slots.Bounds{MaxAccounts: 1, MaxFoldersPerAccount: 2}
+
+		run, err := acquire(ctx, t, b, "a", bounds)
+		require.NoError(t, err)
+		window, err := acquireAlias(ctx, t, b, "a", "ARCHIVE", bounds)
+		require.NoError(t, err)
+		require.ErrorIs(t, run.TakeAlias(ctx, "a", "ARCHIVE"), slots.ErrFull, "another unit works on the alias")
+		require.NoError(t, run.TakeAlias(ctx, "a", "INBOX"))
+		require.Error(t, run.TakeAlias(ctx, "a", "SENT"), "one alias at a time")
+		_, err = acquireAlias(ctx, t, b, "a", "INBOX", bounds)
+		require.ErrorIs(t, err, slots.ErrFull, "the alias is taken")
+
+		require.NoError(t, run.DropAlias(ctx))
+		require.NoError(t, window.Release(ctx))
+		inbox, err := acquireAlias(ctx, t, b, "a", "INBOX", bounds)
+		require.NoError(t, err, "the alias was given back, the run keeps its folder slot")
+		_, err = acquireAlias(ctx, t, b, "a", "SENT", bounds)
+		require.ErrorIs(t, err, slots.ErrFull, "the run and the pass hold the account's two folder slots")
+		require.NoError(t, inbox.Release(ctx))
+		require.NoError(t, run.TakeAlias(ctx, "a", "SENT"))
+		require.NoError(t, run.Release(ctx))
+		_, err = acquireAlias(ctx, t, b, "a", "SENT", bounds)
+		require.NoError(t, err, "Release gives the alias back too")
+	})
+
 	t.Run("ReleasedWithTheConnection", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
