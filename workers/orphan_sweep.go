@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -36,7 +37,7 @@ func SweepOrphans(ctx context.Context, deps Dependencies, logger *slog.Logger) e
 	// repeat when the database is briefly unreachable.
 	key := resilience.Key{Class: resilience.DatabaseCommandExecution, Instance: resilience.SharedInstance}
 	ids, err := resilience.Get(ctx, deps.Resilience, key, "orphan-sweep", func(ctx context.Context) ([]int64, error) {
-		return liveness.Sweep(ctx, deps.Pool, jobs.Kinds, OrphanGrace)
+		return liveness.Sweep(ctx, deps.Pool, jobs.Kinds, jobqueue.MetadataCarriedBy, OrphanGrace)
 	})
 	if err != nil {
 		return err

@@ -34,6 +34,14 @@ func Logger(ctx context.Context, def *slog.Logger) *slog.Logger {
 	return def
 }
 
+// WithLogger returns ctx with logger as its job's logger, for work done
+// under one job on behalf of another — a carried job (carried.go): what
+// runs with it annotates and logs as that job, and the carrier's own
+// logger is left as it was.
+func WithLogger(ctx context.Context, logger *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, &jobLogger{logger: logger})
+}
+
 // Annotate adds attrs — what the job works on, in deployment vocabulary
 // such as an account id and a folder alias, never mail — to the job's
 // logger for the rest of the attempt, and returns it (def, annotated, when

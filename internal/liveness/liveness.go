@@ -83,10 +83,14 @@ type Querier interface {
 
 // Sweep returns to River, as available now, every running job of the given
 // kinds that started more than grace ago and whose own liveness lock and
-// whose process's lock (its last attempted_by client id) nobody holds.
-// grace only absorbs clock differences between processes; liveness itself
-// is decided by the locks. It returns the ids it requeued.
-func Sweep(ctx context.Context, q Querier, kinds []string, grace time.Duration) ([]int64, error) {
+// whose process's lock (its last attempted_by client id) nobody holds, and
+// every carried job of those kinds (pending, naming its carrier under
+// carriedByKey in its metadata) inserted more than grace ago whose
+// carrier's liveness lock and process lock nobody holds, or whose carrier
+// is gone. grace only absorbs clock differences between processes;
+// liveness itself is decided by the locks. It returns the ids it requeued
+// or released.
+func Sweep(ctx context.Context, q Querier, kinds []string, carriedByKey string, grace time.Duration) ([]int64, error) {
 	if len(kinds) == 0 {
 		return nil, errors.New("liveness: no kinds to sweep")
 	}
@@ -98,6 +102,7 @@ func Sweep(ctx context.Context, q Querier, kinds []string, grace time.Duration) 
 				  AND ((l.classid::bigint << 32) | l.objid::bigint) = ` + key + `)`
 	}
 	processKey := fmt.Sprintf(processKeySQL, nsProcess, "j.attempted_by[array_length(j.attempted_by, 1)]")
+	carrierProcessKey := fmt.Sprintf(processKeySQL, nsProcess, "c.attempted_by[array_length(c.attempted_by, 1)]")
 	rows, err := q.Query(ctx, `
 		WITH orphans AS (
 			SELECT j.id FROM river_job j
@@ -106,17 +111,37 @@ func Sweep(ctx context.Context, q Querier, kinds []string, grace time.Duration) 
 			  AND NOT `+held(`($3::bigint << 48) | j.id`)+`
 			  AND (coalesce(array_length(j.attempted_by, 1), 0) = 0 OR NOT `+held(processKey)+`)
 			FOR UPDATE OF j SKIP LOCKED
+		),
+		abandoned AS (
+			SELECT j.id FROM river_job j
+			LEFT JOIN river_job c ON c.id = (j.metadata->>$4)::bigint
+			WHERE j.state = 'pending' AND j.kind = ANY($1) AND j.metadata ? $4
+			  AND j.created_at < now() - make_interval(secs => $2)
+			  AND (c.id IS NULL OR (
+			        NOT `+held(`($3::bigint << 48) | c.id`)+`
+			        AND (coalesce(array_length(c.attempted_by, 1), 0) = 0 OR NOT `+held(carrierProcessKey)+`)))
+			FOR UPDATE OF j SKIP LOCKED
+		),
+		requeued AS (
+			UPDATE river_job j
+			SET state = 'available',
+			    scheduled_at = now(),
+			    errors = array_append(j.errors, jsonb_build_object(
+			        'at', now(), 'attempt', j.attempt,
+			        'error', 'the process working this job stopped (its liveness lock was gone); requeued',
+			        'trace', ''))
+			FROM orphans o
+			WHERE j.id = o.id AND j.state = 'running'
+			RETURNING j.id
+		),
+		released AS (
+			UPDATE river_job j
+			SET state = 'available', scheduled_at = now()
+			FROM abandoned a
+			WHERE j.id = a.id AND j.state = 'pending'
+			RETURNING j.id
 		)
-		UPDATE river_job j
-		SET state = 'available',
-		    scheduled_at = now(),
-		    errors = array_append(j.errors, jsonb_build_object(
-		        'at', now(), 'attempt', j.attempt,
-		        'error', 'the process working this job stopped (its liveness lock was gone); requeued',
-		        'trace', ''))
-		FROM orphans o
-		WHERE j.id = o.id AND j.state = 'running'
-		RETURNING j.id`, kinds, grace.Seconds(), nsJob)
+		SELECT id FROM requeued UNION ALL SELECT id FROM released`, kinds, grace.Seconds(), nsJob, carriedByKey)
 	if err != nil {
 		return nil, fmt.Errorf("liveness: sweep: %w", err)
 	}

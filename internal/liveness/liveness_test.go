@@ -16,6 +16,9 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// carriedBy is the metadata key naming a carried job's carrier.
+const carriedBy = "carried_by"
+
 func TestSweep(t *testing.T) {
 	t.Parallel()
 
@@ -62,7 +65,7 @@ func TestSweep(t *testing.T) {
 		defer conn.Release()
 		require.NoError(t, liveness.Hold(ctx, conn, alive))
 
-		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 20*time.Second)
+		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, carriedBy, 20*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, []int64{orphan}, ids)
 		require.Equal(t, "available", state(ctx, t, b, orphan))
@@ -76,7 +79,7 @@ func TestSweep(t *testing.T) {
 
 		// The lock dies with its holder's connection.
 		require.NoError(t, liveness.Release(ctx, conn, alive))
-		ids, err = liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 20*time.Second)
+		ids, err = liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, carriedBy, 20*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, []int64{alive}, ids)
 	})
@@ -96,9 +99,48 @@ func TestSweep(t *testing.T) {
 		defer conn.Release()
 		require.NoError(t, liveness.HoldProcess(ctx, conn, "host-1-live"))
 
-		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, 0)
+		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, carriedBy, 0)
 		require.NoError(t, err)
 		require.Equal(t, []int64{dead}, ids, "only the job whose last process is gone")
+	})
+
+	t.Run("ReleasesWhatADeadCarrierCarried", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		carrier := runningJob(ctx, t, b, "account_run", time.Minute)
+		gone := runningJob(ctx, t, b, "account_run", time.Minute)
+		// carried inserts a job carried by carrier, inserted ago.
+		carried := func(carrier int64, ago time.Duration) int64 {
+			var id int64
+			require.NoError(t, b.pool.QueryRow(ctx, `
+				INSERT INTO river_job (kind, args, queue, state, max_attempts, priority, scheduled_at, created_at, metadata)
+				VALUES ('folder_pass', '{}', 'folders', 'pending', 10, 1, now(), now() - make_interval(secs => $2),
+				        jsonb_build_object('carried_by', $1::bigint))
+				RETURNING id`, carrier, ago.Seconds()).Scan(&id))
+			return id
+		}
+		held := carried(carrier, time.Minute)
+		young := carried(gone, 0)
+		abandoned := carried(gone, time.Minute)
+		orphanedByDeletion := carried(1<<40, time.Minute)
+		_, err := b.pool.Exec(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, priority, scheduled_at)
+			VALUES ('folder_pass', '{}', 'folders', 'pending', 10, 1, now())`)
+		require.NoError(t, err, "a pending job nobody carries")
+
+		conn, err := b.pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		require.NoError(t, liveness.Hold(ctx, conn, carrier))
+		require.NoError(t, liveness.Hold(ctx, conn, gone))
+		require.NoError(t, liveness.Release(ctx, conn, gone))
+
+		ids, err := liveness.Sweep(ctx, b.pool, []string{"folder_pass"}, carriedBy, 20*time.Second)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []int64{abandoned, orphanedByDeletion}, ids)
+		require.Equal(t, "pending", state(ctx, t, b, held), "its carrier holds its lock")
+		require.Equal(t, "pending", state(ctx, t, b, young))
+		require.Equal(t, "available", state(ctx, t, b, abandoned))
+		require.Equal(t, "running", state(ctx, t, b, gone), "a carrier of another kind is not swept")
 	})
 }
 
