@@ -79,6 +79,16 @@ func Open(ctx context.Context, registry *resilience.Registry, instance, operatio
 	return s, nil
 }
 
+// Work names the work the session does from now on in the pipelines' logs
+// and metrics, as Open's operation did: a session a unit hands on to the
+// next unit of the same account (the listing to a folder's pass) names
+// that unit's folder alias. It changes nothing on the connection.
+func (s *Session) Work(operation string) {
+	if operation != "" {
+		s.operation = operation
+	}
+}
+
 // Compression is what the session's current connection decided about
 // COMPRESS=DEFLATE, and why (imapx.ReadSession.Compression).
 func (s *Session) Compression() imapx.Compression { return s.s.Compression() }
