@@ -12,7 +12,9 @@
 // The package holds the run's decisions, not its place in the job queue:
 // it does not wait out a throttle, claim the process's concurrency gate,
 // decide a retry or complete a job. The caller (the account run worker)
-// does, and hands in through Options how the run's jobs are inserted.
+// does, and hands in through Options how the run's jobs are inserted; with
+// Options.Keep it takes over the run's session and slots once the run has
+// committed, to go on to the folder passes over them.
 //
 // It sits beside packages forwardpass and backwardpass, whose passes the
 // run schedules.
@@ -89,8 +91,23 @@ type Options struct {
 	// MailboxDone, when set, is called once the mailbox work is done and
 	// the run's slots are given back, before the folder passes are
 	// scheduled (they need the slots); it is where the caller leaves its
-	// process's gate. Default: nil, nothing is called.
+	// process's gate. Default: nil, nothing is called. It is not called
+	// when Keep takes the slots.
 	MailboxDone func()
+	// PassOpts, when set, returns the insert options of the i-th folder
+	// pass the run schedules, in configuration order (nil: the pass's
+	// own); the caller inserts the passes it will carry with
+	// jobqueue.Carried. Default: nil, every pass as it is.
+	PassOpts func(i int) *river.InsertOpts
+	// Keep, when set, takes over, once the final transaction committed,
+	// the session the folders were listed over, the slots the run holds
+	// and the folder passes it scheduled, so the caller can go on to them
+	// over the same session without another login: it then closes the
+	// session and releases the slots (and leaves its process's gate). A run
+	// that fails before that closes and releases them itself. Default:
+	// nil, the session is closed once listed and the slots released before
+	// the passes are scheduled.
+	Keep func(sess Session, held *slots.Held, passes []ScheduledPass)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -120,6 +137,15 @@ func (opts Options) withDefaults() (Options, error) {
 		return opts, errors.New("accountrun: Options.Finish is required")
 	}
 	return opts, nil
+}
+
+// ScheduledPass is a folder pass a run inserted.
+type ScheduledPass struct {
+	Alias string
+	// Job is the inserted job, or the one already outstanding when the
+	// insert was a duplicate.
+	Job       *rivertype.JobRow
+	Duplicate bool
 }
 
 // Report is what a run did, in counts: no folder path or alias.
@@ -169,7 +195,19 @@ func Run(ctx context.Context, db DB, conn *pgxpool.Conn, opts Options, logger *s
 	if err != nil {
 		return rep, err
 	}
-	defer func() { _ = held.Release(context.WithoutCancel(ctx)) }()
+	var kept Session
+	defer func() {
+		if held == nil {
+			return // Keep took them over
+		}
+		_ = held.Release(context.WithoutCancel(ctx))
+		if kept != nil {
+			_ = kept.Close()
+		}
+		if opts.Keep != nil && opts.MailboxDone != nil {
+			opts.MailboxDone()
+		}
+	}()
 
 	start := opts.Now()
 	defer func() { rep.Duration = opts.Now().Sub(start) }()
@@ -187,21 +225,26 @@ func Run(ctx context.Context, db DB, conn *pgxpool.Conn, opts Options, logger *s
 		rep.FailuresBefore++
 		rep.Next = state.RunStartedAt.Add(opts.Backoff(rep.FailuresBefore))
 	}
-	resolutions, err := discover(ctx, opts)
-	// The mailbox work is done: give the slots back before scheduling the
-	// folder passes, which need them.
-	_ = held.Release(ctx)
-	if opts.MailboxDone != nil {
-		opts.MailboxDone()
+	resolutions, kept, err := discover(ctx, opts)
+	if opts.Keep == nil {
+		// The mailbox work is done: give the slots back before scheduling
+		// the folder passes, which need them.
+		_ = held.Release(ctx)
+		if opts.MailboxDone != nil {
+			opts.MailboxDone()
+		}
 	}
 	if err != nil {
 		return rep, err
 	}
 	rep.Aliases = len(resolutions)
 
-	var audits []audit
+	var (
+		audits    []audit
+		scheduled []ScheduledPass
+	)
 	err = mailstore.RetryConflicts(ctx, db, opts.CommitAttempts, func(ctx context.Context, tx pgx.Tx) error {
-		audits, rep.FolderPassesScheduled = nil, 0
+		audits, scheduled, rep.FolderPassesScheduled = nil, nil, 0
 		accountID, err := mailstore.EnsureAccount(ctx, tx, key)
 		if err != nil {
 			return err
@@ -221,14 +264,20 @@ func Run(ctx context.Context, db DB, conn *pgxpool.Conn, opts Options, logger *s
 			if change != mailstore.BindingUnchanged {
 				audits = append(audits, audit{change: change, binding: b, previous: prev})
 			}
-			inserts = append(inserts, river.InsertManyParams{Args: jobs.FolderPass{AccountID: opts.Account.ID, Alias: r.Alias}})
+			pass := river.InsertManyParams{Args: jobs.FolderPass{AccountID: opts.Account.ID, Alias: r.Alias}}
+			if opts.PassOpts != nil {
+				pass.InsertOpts = opts.PassOpts(len(inserts))
+			}
+			inserts = append(inserts, pass)
+			scheduled = append(scheduled, ScheduledPass{Alias: r.Alias})
 		}
 		if len(inserts) > 0 {
 			res, err := opts.Inserter.InsertManyTx(ctx, tx, inserts)
 			if err != nil {
 				return fmt.Errorf("account run: schedule folder passes: %w", err)
 			}
-			for _, r := range res {
+			for i, r := range res {
+				scheduled[i].Job, scheduled[i].Duplicate = r.Job, r.UniqueSkippedAsDuplicate
 				if !r.UniqueSkippedAsDuplicate {
 					rep.FolderPassesScheduled++
 				}
@@ -242,6 +291,10 @@ func Run(ctx context.Context, db DB, conn *pgxpool.Conn, opts Options, logger *s
 	})
 	if err != nil {
 		return rep, err
+	}
+	if opts.Keep != nil {
+		opts.Keep(kept, held, scheduled)
+		held, kept = nil, nil
 	}
 
 	for _, a := range audits {

@@ -16,18 +16,23 @@ type Session interface {
 }
 
 // discover lists the account's folders over one read-only session and
-// resolves every configured alias.
-func discover(ctx context.Context, opts Options) ([]folders.Resolution, error) {
+// resolves every configured alias. With opts.Keep it returns the session
+// still open, otherwise closed (nil).
+func discover(ctx context.Context, opts Options) ([]folders.Resolution, Session, error) {
 	sess, err := opts.Open(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	listing, err := sess.ListFolders(ctx)
-	closeErr := sess.Close()
-	if err != nil {
-		return nil, err
+	if err != nil || opts.Keep == nil {
+		// The listing is complete (or failed): a failed logout changes
+		// nothing.
+		_ = sess.Close()
+		sess = nil
 	}
-	_ = closeErr // the listing is complete; a failed logout changes nothing
+	if err != nil {
+		return nil, nil, err
+	}
 	catalog := make([]folders.Remote, len(listing))
 	for i, f := range listing {
 		catalog[i] = folders.Remote{Path: f.Path, Delimiter: f.Delimiter, Attributes: f.Attributes}
@@ -37,5 +42,5 @@ func discover(ctx context.Context, opts Options) ([]folders.Resolution, error) {
 	for i, f := range account.Folders {
 		mappings[i] = folders.Mapping{Alias: f.Alias, RemotePath: f.RemotePath, SpecialUse: string(f.SpecialUse)}
 	}
-	return folders.Resolve(mappings, catalog), nil
+	return folders.Resolve(mappings, catalog), sess, nil
 }
