@@ -8,6 +8,9 @@ import (
 // one account: new mail since the checkpoint, bounded batches. A pass that
 // leaves work behind snoozes itself to continue, so a large folder advances
 // without waiting out the interval and without holding a worker for hours.
+// The account run that schedules a pass usually carries it over the
+// session it listed the folders with: the pass waits pending, its carrier
+// named in its metadata, until the run completes it or hands it back.
 type FolderPass struct {
 	// AccountID is the configured account identifier.
 	AccountID string `json:"account_id" river:"unique"`

@@ -8,7 +8,9 @@ import (
 // window of stored mail is asked about on the server (flags and existence
 // only) and the answer applied. The forward pass inserts one in the same
 // transaction as its final checkpoint write, so every pass is followed by a
-// window.
+// window, and carries it itself over its own session: the window waits
+// pending, its carrier named in its metadata, until the pass completes it
+// or hands it back to River.
 type ReconcileWindow struct {
 	// AccountID is the configured account identifier.
 	AccountID string `json:"account_id" river:"unique"`

@@ -16,6 +16,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/accountrun"
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/jobs"
@@ -90,6 +91,16 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 	defer release()
 
 	client := river.ClientFromContext[pgx.Tx](ctx)
+	// The run goes on to the folder passes it schedules over the session
+	// it lists the folders with (carryPasses): all of them, one after
+	// another, where the account's folders are worked on one at a time
+	// anyway; only the first where several may run at once, each over a
+	// session of its own.
+	var (
+		listed *mailsession.Session
+		kept   *slots.Held
+		passes []accountrun.ScheduledPass
+	)
 	rep, err := accountrun.Run(ctx, w.deps.Pool, conn, accountrun.Options{
 		Account:  account,
 		Interval: cfg.Sync.Interval,
@@ -105,7 +116,17 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 			if err != nil {
 				return nil, err
 			}
+			listed = sess
 			return sess, nil
+		},
+		PassOpts: func(i int) *river.InsertOpts {
+			if i > 0 && cfg.Sync.MaxConcurrentFoldersPerAccount > 1 {
+				return nil
+			}
+			return jobqueue.Carried(job.ID)
+		},
+		Keep: func(_ accountrun.Session, held *slots.Held, scheduled []accountrun.ScheduledPass) {
+			kept, passes = held, scheduled
 		},
 		Inserter: client,
 		Finish: func(ctx context.Context, tx pgx.Tx, next time.Time, failuresBefore int) error {
@@ -131,7 +152,59 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 		slog.Int("aliases", rep.Aliases), slog.Int("unresolved", rep.Unresolved),
 		slog.Int("folder_passes_scheduled", rep.FolderPassesScheduled), slog.Duration("duration", rep.Duration),
 		slog.Duration("next_run_in", rep.Next.Sub(w.deps.Now())))
+	if kept != nil {
+		c := w.deps.newCarrier(job.ID, conn, account)
+		c.sess = listed
+		c.carryPasses(ctx, kept, passes, logger)
+		c.close()
+		_ = kept.Release(context.WithoutCancel(ctx))
+		leave()
+	}
 	return nil
+}
+
+// carryPasses runs, over the carrier's session and within the slots held
+// (the account run's), each folder pass of passes the run inserted for
+// the carrier to carry, in turn. A pass whose alias another unit works on,
+// and every pass after the carrier stops (a failure, carryFor passed, a
+// unit of the account waiting in the process's gate), is handed back to
+// River.
+func (c *carrier) carryPasses(ctx context.Context, held *slots.Held, passes []accountrun.ScheduledPass, logger *slog.Logger) {
+	key := config.AccountKey(c.account.ID)
+	goOn := true
+	for i, p := range passes {
+		if p.Duplicate || p.Job == nil || p.Job.State != rivertype.JobStatePending {
+			continue // outstanding already, and River's
+		}
+		logger := logger.With(slog.String("alias", p.Alias))
+		if goOn && i > 0 {
+			goOn = c.more(ctx)
+		}
+		if !goOn {
+			c.release(ctx, logger, c.deps.Now(), p.Job.ID)
+			continue
+		}
+		goOn = c.carry(ctx, p.Job, logger, func(ctx context.Context, job unitJob) error {
+			logger := jobqueue.Logger(ctx, logger)
+			if err := held.TakeAlias(ctx, key, p.Alias); err != nil {
+				if errors.Is(err, slots.ErrFull) {
+					// Another unit works on the folder: the pass waits
+					// as any unit meeting a full bound does.
+					return river.JobSnooze(c.deps.deferral())
+				}
+				return err
+			}
+			defer func() { _ = held.DropAlias(context.WithoutCancel(ctx)) }()
+			unit, err := c.deps.carriedUnit(ctx, c.conn, c.account, p.Alias, logger)
+			if unit == nil {
+				if err == nil {
+					return job.completeNow(ctx, c.conn, nil)
+				}
+				return err
+			}
+			return c.pass(ctx, unit, job, logger)
+		})
+	}
 }
 
 // scheduleAfterFailure is what follows an account run that failed

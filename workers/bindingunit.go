@@ -90,3 +90,22 @@ func (d Dependencies) openBindingUnit(ctx context.Context, jobID int64, accountI
 	}
 	return &bindingUnit{account: account, conn: conn, binding: binding, release: release}, nil
 }
+
+// carriedUnit is the unit of alias a carrier runs on conn, its work
+// connection, within the slots it holds (see carryPasses): it only reads
+// the alias's latest binding, and returns a nil unit and a nil error when
+// the alias has none.
+func (d Dependencies) carriedUnit(ctx context.Context, conn *pgxpool.Conn, account config.Account, alias string, logger *slog.Logger) (*bindingUnit, error) {
+	id, err := mailstore.EnsureAccount(ctx, conn, config.AccountKey(account.ID))
+	if err != nil {
+		return nil, err
+	}
+	binding, ok, err := mailstore.LatestBinding(ctx, conn, id, alias)
+	if err != nil || !ok {
+		if err == nil {
+			logger.InfoContext(ctx, "skipped: the alias has no binding yet")
+		}
+		return nil, err
+	}
+	return &bindingUnit{account: account, conn: conn, binding: binding, release: func() {}}, nil
+}

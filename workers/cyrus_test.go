@@ -417,9 +417,10 @@ func TestCyrusUIDValidityChangeStartsOver(t *testing.T) {
 	require.Zero(t, tombstones, "nothing was taken for an expunge")
 }
 
-// TestCyrusOneLoginPerUnit: on Cyrus too every unit of a run opens one
-// session; Cyrus's own record of the user's sessions counts them.
-func TestCyrusOneLoginPerUnit(t *testing.T) {
+// TestCyrusOneLoginPerRun: on Cyrus too an account run, the pass it
+// carries and the window that pass carries share one session; Cyrus's own
+// record of the user's sessions counts them.
+func TestCyrusOneLoginPerRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, u := setupCyrusSync(t, cyrus.Shared(t))
@@ -432,11 +433,11 @@ func TestCyrusOneLoginPerUnit(t *testing.T) {
 	b.runAgain(t)
 	require.Equal(t, map[int64]string{1: ``, 2: `\Flagged`, 3: ``}, b.reconciled(t))
 
-	var units int
+	var runs int
 	require.NoError(t, b.pool.QueryRow(ctx, `
-		SELECT count(*) FROM river_job
-		WHERE kind IN ('account_run', 'folder_pass', 'reconcile_window') AND state = 'completed'`).Scan(&units))
-	require.Len(t, u.Sessions(), units, "one session for each of %d units", units)
+		SELECT count(*) FROM river_job WHERE kind = 'account_run' AND state = 'completed'`).Scan(&runs))
+	require.Equal(t, 2, runs)
+	require.Len(t, u.Sessions(), runs, "one session for each of %d runs", runs)
 }
 
 // TestCyrusMissingDestinationIsRefusedAtTheFirstAttempt: a move into a

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
@@ -18,14 +18,16 @@ import (
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
-// FolderPassWorker runs the forward pass over one alias's latest binding.
+// FolderPassWorker runs the forward pass over one alias's latest binding,
+// and the reconciliation window after it over the same session (carry.go).
 //
-// A pass is bounded by MaxMetadataBatchesPerRun; one that leaves work behind
-// snoozes itself to run again at once, behind whatever else is queued, so a
-// large folder keeps advancing without holding a worker slot for hours and
-// without waiting out the interval. A pass that stopped at the account's
-// daily download budget snoozes until the budget's window has room again
-// (download.go).
+// A round of the pass is bounded by MaxMetadataBatchesPerRun; one that
+// leaves work behind goes on over the same session while nothing else of
+// the account waits, for at most carryFor, and then snoozes itself to run
+// again at once, behind whatever else is queued, so a large folder keeps
+// advancing without holding a worker slot for hours and without waiting
+// out the interval. A pass that stopped at the account's daily download
+// budget snoozes until the budget's window has room again (download.go).
 type FolderPassWorker struct {
 	river.WorkerDefaults[jobs.FolderPass]
 	deps Dependencies
@@ -45,21 +47,70 @@ func (w *FolderPassWorker) NextRetry(job *river.Job[jobs.FolderPass]) time.Time 
 
 // Work implements river.Worker.
 func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderPass]) error {
-	cfg := w.deps.Config
 	logger := jobqueue.Annotate(ctx, w.deps.Logger, slog.String("account", job.Args.AccountID), slog.String("alias", job.Args.Alias))
 	unit, err := w.deps.openBindingUnit(ctx, job.ID, job.Args.AccountID, job.Args.Alias, logger)
 	if unit == nil {
 		return err
 	}
 	defer unit.release()
+	c := w.deps.newCarrier(job.ID, unit.conn, unit.account)
+	defer c.close()
+	return c.pass(ctx, unit, ownJob(job), logger)
+}
+
+// pass runs unit's forward pass as job over the carrier's session, round
+// after round while the folder has more and the carrier may go on (more),
+// and then carries the reconciliation window its final checkpoint
+// scheduled over the same session. A pass that stops with work left
+// snoozes to go on at once, behind whatever else is queued.
+func (c *carrier) pass(ctx context.Context, unit *bindingUnit, job unitJob, logger *slog.Logger) error {
+	var window *rivertype.JobRow
+	for {
+		done, err := c.passRound(ctx, unit, job, &window, logger)
+		if err == nil && !done && !c.more(ctx) {
+			err = river.JobSnooze(0)
+		}
+		if err != nil {
+			if window != nil {
+				// Scheduled by a round before a change report made the
+				// pass go around again: the window is River's now.
+				c.release(ctx, logger, c.deps.Now(), window.ID)
+			}
+			return err
+		}
+		if done {
+			break
+		}
+	}
+	if window != nil {
+		c.carry(ctx, window, logger, func(ctx context.Context, wj unitJob) error {
+			sess, err := c.session(ctx, unit.binding.Alias)
+			if err != nil {
+				return err
+			}
+			return c.deps.window(ctx, unit, sess, wj, jobqueue.Logger(ctx, logger))
+		})
+	}
+	return nil
+}
+
+// passRound runs one round of the forward pass, bounded by
+// MaxMetadataBatchesPerRun, and reports whether the pass is done: it
+// reached the folder's end and completed job. A round that left work
+// behind, or a change the server reported while it ran, is not done; one
+// that stopped at the account's daily download budget returns the snooze
+// until the budget has room (download.go). window is set to the
+// reconciliation window the final checkpoint scheduled for the carrier.
+func (c *carrier) passRound(ctx context.Context, unit *bindingUnit, job unitJob, window **rivertype.JobRow, logger *slog.Logger) (bool, error) {
+	cfg := c.deps.Config
 	account, conn, binding := unit.account, unit.conn, unit.binding
 	key := config.AccountKey(account.ID)
 
 	// With a daily download budget, the pass claims its allowance before
 	// it asks the server for anything, and waits when none is left.
-	download, err := w.deps.claimDownload(ctx, conn, account, logger)
+	download, err := c.deps.claimDownload(ctx, conn, account, logger)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = download.settle(ctx, conn, 0, 0, logger) }()
 
@@ -67,48 +118,52 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	// is covered by this pass.
 	reportedAt, reported, err := mailstore.TakeChangeReport(ctx, conn, key, binding.Alias)
 	if err != nil {
-		return err
+		return false, err
 	}
 
-	sess, err := w.deps.openMailbox(ctx, account, binding.Alias)
+	sess, err := c.session(ctx, binding.Alias)
 	if err != nil {
-		return err
+		return false, err
 	}
+	recoveries := sess.Recoveries()
 	// A second connection lets PostgreSQL store two messages at once; it
 	// holds no lock, so it is an ordinary pooled connection.
-	second, err := w.deps.Pool.Acquire(ctx)
+	second, err := c.deps.Pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer second.Release()
+	client := river.ClientFromContext[pgx.Tx](ctx)
 	rep, err := forwardpass.Run(ctx, conn, sess, binding, forwardpass.Options{
 		SecondWriter:    second,
 		BatchSize:       cfg.Sync.MaxMetadataBatchSize,
 		BatchesPerRun:   cfg.Sync.MaxMetadataBatchesPerRun,
 		MaxRawMimeBytes: cfg.Sync.MaxRawMimeBytes,
 		CommitAttempts:  cfg.Persistence.MaximumConcurrencyCommitAttempts,
-		Stopping:        w.deps.Stopping,
+		Stopping:        c.deps.Stopping,
 		EarliestDate:    account.EarliestEmailReceivedDate,
 		Extraction:      cfg.Sync.MimeLimits(),
 		AfterFinalCheckpoint: func(ctx context.Context, tx pgx.Tx) error {
-			// Every pass is followed by one reconciliation window.
-			_, err := river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx,
-				jobs.ReconcileWindow{AccountID: account.ID, Alias: binding.Alias}, nil)
+			// Every pass is followed by one reconciliation window, which
+			// the carrier carries over the pass's session.
+			res, err := client.InsertTx(ctx, tx, jobs.ReconcileWindow{AccountID: account.ID, Alias: binding.Alias}, jobqueue.Carried(c.id))
+			if err == nil && !res.UniqueSkippedAsDuplicate {
+				*window = res.Job
+			}
 			return err
 		},
-		Offer:            w.deps.embeddingOffer(river.ClientFromContext[pgx.Tx](ctx), logger),
+		Offer:            c.deps.embeddingOffer(client, logger),
 		MaxDownloadBytes: download.allowance(),
 	}, logger)
 	compression := sess.Compression()
-	closeErr := sess.Close()
-	rep.Recoveries = sess.Recoveries()
-	_ = river.RecordOutput(ctx, rep)
+	rep.Recoveries = sess.Recoveries() - recoveries
+	job.record(ctx, rep)
 	logReport(ctx, logger, rep, err)
 	// What the pass committed counts whether or not it ended early.
 	if rerr := mailstore.RecordPass(context.WithoutCancel(ctx), conn, key, binding.Alias, mailstore.PassCounts{
 		Stored: rep.Stored, Oversized: rep.Oversized, Unreadable: rep.Unreadable, ExcludedByDate: rep.ExcludedByDate,
 		ExpungedBeforeFetch: rep.ExpungedBeforeFetch, Withheld: rep.Withheld,
-	}, err == nil && !rep.More, w.deps.Now()); rerr != nil && err == nil {
+	}, err == nil && !rep.More, c.deps.Now()); rerr != nil && err == nil {
 		err = rerr
 	}
 	if compression.Reason != "" {
@@ -126,18 +181,17 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 	}
 	pause := download.settle(ctx, conn, rep.RequestedBytes, needed, logger)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_ = closeErr // everything the pass read is committed; a failed logout changes nothing
 	// The server answered the whole pass: throttles in a row start over.
 	if rerr := mailstore.ResetThrottles(ctx, conn, key); rerr != nil {
-		return rerr
+		return false, rerr
 	}
 	if pause != nil {
-		return pause
+		return false, pause
 	}
 	if rep.More {
-		return river.JobSnooze(0)
+		return false, nil
 	}
 	// A change reported while this pass ran could not queue another pass
 	// (a pass is unique while running), so it left a mark: taking it and
@@ -155,20 +209,19 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 		if err := mailstore.RecordObservedState(ctx, tx, key, binding.Alias, observed(binding, rep.Observed)); err != nil {
 			return err
 		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		return job.complete(ctx, tx, rep)
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if reported {
-		w.deps.Push.ObserveStored(account.ID, w.deps.Now().Sub(reportedAt))
+		c.deps.Push.ObserveStored(account.ID, c.deps.Now().Sub(reportedAt))
 	}
 	if again {
 		logger.InfoContext(ctx, "a change was reported while the pass ran; the folder is read once more")
-		return river.JobSnooze(0)
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
 
 // observed is what a pass of binding that examined st leaves for a

@@ -96,11 +96,13 @@ func TestGmailMessageInThreeFoldersIsStoredOnce(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(context.Background(),
 		`SELECT count(DISTINCT server_thread_id) FROM stored_emails WHERE message_id = $1`, messageID).Scan(&threads))
 	require.Equal(t, 1, threads, "one thread across the folders")
-	var units int
+	var runs, carried int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT count(*) FROM river_job
-		WHERE kind IN ('account_run', 'folder_pass', 'reconcile_window') AND state = 'completed'`).Scan(&units))
-	require.Equal(t, units, srv.Sessions(), "one login per unit, identities asked on the pass's own")
+		SELECT count(*) FILTER (WHERE kind = 'account_run'),
+		       count(*) FILTER (WHERE kind IN ('folder_pass', 'reconcile_window') AND metadata ? 'carried_by')
+		FROM river_job WHERE state = 'completed'`).Scan(&runs, &carried))
+	require.Equal(t, 6, carried, "the run carried the three folders' passes and their windows")
+	require.Equal(t, runs, srv.Sessions(), "one login per run, identities asked on the pass's own connection")
 
 	// \Inbox removed on the server: the message leaves INBOX, stays in
 	// All Mail and Work, is still served and found once, and its labels

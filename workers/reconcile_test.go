@@ -11,6 +11,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // reconciled reads the local state of one folder: flags and tombstones by
@@ -177,11 +178,12 @@ func TestReconciliationConvergesWithoutStarvingObservedMail(t *testing.T) {
 	require.Zero(t, never)
 }
 
-// TestOneLoginPerUnit: every unit of a run opens one IMAP session — the
-// account run's listing, each folder pass, and each reconciliation window,
-// which examines and reconciles over its one connection rather than
-// opening a second one beside a connection that would only examine.
-func TestOneLoginPerUnit(t *testing.T) {
+// TestOneLoginPerRun: an account run lists the folders, goes on to the
+// folder's pass over the same session, and the pass to the reconciliation
+// window after it, so a run costs the server one login, however many
+// units River shows: the pass and the window are carried jobs, completed
+// by the run that carried them.
+func TestOneLoginPerRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupSync(t)
@@ -194,13 +196,15 @@ func TestOneLoginPerUnit(t *testing.T) {
 	b.runAgain(t)
 	require.Equal(t, map[int64]string{1: ``, 2: `\Flagged`, 3: ``}, b.reconciled(t), "the second run's window saw the flag")
 
-	var units, windows int
+	var runs, passes, windows int
 	require.NoError(t, b.pool.QueryRow(ctx, `
-		SELECT count(*), count(*) FILTER (WHERE kind = 'reconcile_window') FROM river_job
-		WHERE kind IN ('account_run', 'folder_pass', 'reconcile_window') AND state = 'completed'`).Scan(&units, &windows))
-	require.Equal(t, 2, windows)
+		SELECT count(*) FILTER (WHERE kind = 'account_run'),
+		       count(*) FILTER (WHERE kind = 'folder_pass' AND metadata ? 'carried_by'),
+		       count(*) FILTER (WHERE kind = 'reconcile_window' AND metadata ? 'carried_by')
+		FROM river_job WHERE state = 'completed'`).Scan(&runs, &passes, &windows))
+	require.Equal(t, []int{2, 2, 2}, []int{runs, passes, windows}, "two runs, each carrying its pass and its window")
 	logins := func() int { return strings.Count(b.server.Log(), "Login: user=<"+b.user.Name()+">") }
 	// Dovecot's log process writes a login's line a moment after it.
-	require.Eventually(t, func() bool { return logins() >= units }, dovecot.LogWait, 10*time.Millisecond)
-	require.Equal(t, units, logins(), "one login for each of %d units", units)
+	poll.UntilTrue(t, dovecot.LogWait, "Dovecot logged the runs' logins", func() bool { return logins() >= runs })
+	require.Equal(t, runs, logins(), "one login for each of %d runs", runs)
 }

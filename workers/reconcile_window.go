@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/backwardpass"
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
+	"github.com/mailfathom/mailfathom/internal/mailsession"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/jobs"
 )
@@ -31,7 +32,10 @@ func (w *ReconcileWindowWorker) NextRetry(job *river.Job[jobs.ReconcileWindow]) 
 	return w.deps.Now().Add(RunBackoff(s.Interval, s.MaxFailureBackoff, job.Attempt))
 }
 
-// Work implements river.Worker.
+// Work implements river.Worker. A window a folder pass carried over its
+// own session never reaches here; one that does — its pass's process
+// stopped first, or the pass handed it back — runs over a session of its
+// own, which enables QRESYNC where the server offers it.
 func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.ReconcileWindow]) error {
 	logger := jobqueue.Annotate(ctx, w.deps.Logger, slog.String("account", job.Args.AccountID), slog.String("alias", job.Args.Alias))
 	unit, err := w.deps.openBindingUnit(ctx, job.ID, job.Args.AccountID, job.Args.Alias, logger)
@@ -45,14 +49,22 @@ func (w *ReconcileWindowWorker) Work(ctx context.Context, job *river.Job[jobs.Re
 		return err
 	}
 	defer func() { _ = sess.Close() }()
+	return w.deps.window(ctx, unit, sess, ownJob(job), logger)
+}
+
+// window runs the backward pass over unit's binding as job, over sess,
+// and completes job with its report.
+func (d Dependencies) window(ctx context.Context, unit *bindingUnit, sess *mailsession.Session, job unitJob, logger *slog.Logger) error {
 	rep, err := backwardpass.Run(ctx, unit.conn, sess, unit.binding, backwardpass.Options{
-		WindowSize:  w.deps.Config.Sync.MaxReconciledEmailsPerRun,
+		WindowSize:  d.Config.Sync.MaxReconciledEmailsPerRun,
 		Disposition: mailstore.Disposition(unit.account.RemotelyDeletedEmailDisposition),
 	}, logger)
 	if err != nil {
 		return err
 	}
-	_ = river.RecordOutput(ctx, rep)
+	if err := job.completeNow(ctx, unit.conn, rep); err != nil {
+		return err
+	}
 	attrs := []any{slog.Int("window", rep.Window), slog.Int("refreshed", rep.Refreshed), slog.Int("confirmed", rep.Confirmed),
 		slog.Int("superseded", rep.Superseded), slog.String("mode", rep.Mode), slog.Bool("narrowed", rep.Narrowed),
 		slog.Bool("more_to_reconcile", !rep.QueueEmptied)}

@@ -180,6 +180,8 @@ func TestThrottledAccountWaitsWithoutFailing(t *testing.T) {
 					continue
 				}
 				switch strings.ToUpper(f[1]) {
+				case "LIST":
+					c.Send(`* LIST () "/" INBOX`, f[0]+" OK done")
 				case "EXAMINE":
 					c.Send("* 3 EXISTS", "* OK [UIDVALIDITY 7] ok", "* OK [UIDNEXT 4] ok", f[0]+" OK [READ-ONLY] done")
 				case "UID":
@@ -200,11 +202,11 @@ func TestThrottledAccountWaitsWithoutFailing(t *testing.T) {
 		b := setupSync(t)
 		var opened atomic.Int32
 		b.openRead = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
-			if opened.Add(1) > 1 {
-				// The folder pass's session reaches the throttling server.
-				ep.Host, ep.Port, ep.Security = srv.Host(), srv.Port(), imapx.None
-				ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
-			}
+			// The run lists the folders and goes on to the pass over the
+			// same session, which reaches the throttling server.
+			opened.Add(1)
+			ep.Host, ep.Port, ep.Security = srv.Host(), srv.Port(), imapx.None
+			ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
 			return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
 		}
 		b.start(t)
@@ -228,7 +230,7 @@ func TestThrottledAccountWaitsWithoutFailing(t *testing.T) {
 
 		// The account's next run waits too, without listing the folders.
 		b.runAgain(t)
-		require.EqualValues(t, 2, opened.Load(), "nothing more was opened while throttled")
+		require.EqualValues(t, 1, opened.Load(), "nothing more was opened while throttled")
 		require.Equal(t, 1, srv.Connections())
 	})
 }
@@ -236,10 +238,12 @@ func TestThrottledAccountWaitsWithoutFailing(t *testing.T) {
 // TestThrottledReconciliationWindowWaits: a server that throttles the
 // reconciliation window's EXAMINE leaves the window snoozed and the
 // account throttled, with no failed folder or run, while the pass before
-// it stored the folder. The window's session reaches a scripted server
-// (Dovecot cannot be made to throttle); the run and the pass read Dovecot.
+// it went through. The run, the pass and the window it carries share one
+// session, to a scripted server (Dovecot cannot be made to throttle) that
+// answers the pass's EXAMINE of an empty folder and throttles the next.
 func TestThrottledReconciliationWindowWaits(t *testing.T) {
 	t.Parallel()
+	var examined atomic.Int32
 	srv := imapscript.Start(t, func(c *imapscript.Conn) {
 		c.Greet("IMAP4rev1 SASL-IR AUTH=PLAIN")
 		tag, _, _, ok := c.Authenticate()
@@ -248,23 +252,25 @@ func TestThrottledReconciliationWindowWaits(t *testing.T) {
 		}
 		c.Send(tag + " OK [CAPABILITY IMAP4rev1] logged in")
 		c.ServeWith("IMAP4rev1", map[string]func(string){
-			"EXAMINE": func(tag string) { c.Send(tag + " NO [THROTTLED] Too many requests, slow down") },
+			"LIST": func(tag string) { c.Send(`* LIST () "/" INBOX`, tag+" OK done") },
+			"EXAMINE": func(tag string) {
+				if examined.Add(1) > 1 {
+					c.Send(tag + " NO [THROTTLED] Too many requests, slow down")
+					return
+				}
+				c.Send("* 0 EXISTS", "* OK [UIDVALIDITY 7] ok", "* OK [UIDNEXT 1] ok", tag+" OK [READ-ONLY] done")
+			},
+			"UID": func(tag string) { c.Send("* SEARCH", tag+" OK done") },
 		})
 	})
 	b := setupSync(t)
-	seed(t, b.user, "INBOX", 3, 51)
-	b.editDeps = func(d *workers.Dependencies) {
-		d.OpenReconcileSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
-			ep.Host, ep.Port, ep.Security = srv.Host(), srv.Port(), imapx.None
-			ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
-			return imapx.OpenReconcileSession(ctx, ep, imapx.SessionOptions{})
-		}
-	}
+	b.useScripted(srv)
 	b.start(t)
 	b.waitIdle(t)
 
-	require.Len(t, b.stored(t, "INBOX"), 3)
-	require.Equal(t, 1, srv.Connections(), "the window asked once; jobs:\n%s", b.jobHistory(t))
+	require.Equal(t, 1, srv.Connections(), "one session, the window asked once; jobs:\n%s", b.jobHistory(t))
+	require.EqualValues(t, 2, examined.Load(), "the pass's EXAMINE and the window's")
+	require.Len(t, b.jobs(t, "folder_pass"), 1)
 	in, state := b.scheduledIn(t, "reconcile_window")
 	require.Equal(t, "scheduled", state, "the window waits, snoozed")
 	require.InDelta(t, time.Hour.Seconds(), in.Seconds(), 60)

@@ -146,6 +146,9 @@ type Dependencies struct {
 	// gate admits this process's units to the concurrency bounds before
 	// they take their slots; one per process, built by Register.
 	gate *slots.Gate
+	// failures is the failure middleware Register installs, which a
+	// carrier applies to what a carried unit returns.
+	failures *failureMiddleware
 
 	// acquireConn takes a work connection with its job's liveness lock.
 	// Default: liveness.Acquire. Tests slow it down.
@@ -252,17 +255,8 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 			writes.Close()
 		}()
 	}
-	river.AddWorker(ws, &AccountRunWorker{deps: deps})
-	river.AddWorker(ws, &FolderPassWorker{deps: deps})
-	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
-	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
-	river.AddWorker(ws, &MutationStageWorker{deps: deps})
-	river.AddWorker(ws, &WatchWorker{deps: deps})
-	river.AddWorker(ws, &EmbedEmailWorker{deps: deps})
-	river.AddWorker(ws, &EmbeddingBackfillWorker{deps: deps})
-	river.AddWorker(ws, &VectorIndexWorker{deps: deps})
 	folder := failurePolicy{record: recordFolderFailure(deps), endsJob: true, throttle: recordThrottle(deps, false)}
-	return &failureMiddleware{
+	failures := &failureMiddleware{
 		logger:   deps.Logger,
 		deferral: deps.deferral,
 		now:      deps.Now,
@@ -273,7 +267,20 @@ func Register(ws *river.Workers, deps Dependencies) (rivertype.WorkerMiddleware,
 			jobs.ReconcileWindow{}.Kind(): folder,
 			jobs.MutationStage{}.Kind():   {record: recordMutationFailure(deps), endsJob: true},
 		},
-	}, nil
+	}
+	// A carrier classifies a carried unit's failure as the unit's own
+	// worker would have it (carry.go).
+	deps.failures = failures
+	river.AddWorker(ws, &AccountRunWorker{deps: deps})
+	river.AddWorker(ws, &FolderPassWorker{deps: deps})
+	river.AddWorker(ws, &ReconcileWindowWorker{deps: deps})
+	river.AddWorker(ws, &ExtractionBackfillWorker{deps: deps})
+	river.AddWorker(ws, &MutationStageWorker{deps: deps})
+	river.AddWorker(ws, &WatchWorker{deps: deps})
+	river.AddWorker(ws, &EmbedEmailWorker{deps: deps})
+	river.AddWorker(ws, &EmbeddingBackfillWorker{deps: deps})
+	river.AddWorker(ws, &VectorIndexWorker{deps: deps})
+	return failures, nil
 }
 
 // watchLifetime is push.Lifetime, or what a test set.
