@@ -86,8 +86,12 @@ type Querier interface {
 // whose process's lock (its last attempted_by client id) nobody holds, and
 // every carried job of those kinds (pending, naming its carrier under
 // carriedByKey in its metadata) inserted more than grace ago whose
-// carrier's liveness lock and process lock nobody holds, or whose carrier
-// is gone. grace only absorbs clock differences between processes;
+// carrier's liveness lock nobody holds, or whose carrier is gone. A
+// carrier inserts what it carries while it holds its lock, so its
+// process's lock, which covers a running job until it takes its own, says
+// nothing here: a carrier whose connection a database outage ended is
+// still alive and can no longer complete or hand back what it carried.
+// grace only absorbs clock differences between processes;
 // liveness itself is decided by the locks. It returns the ids it requeued
 // or released.
 func Sweep(ctx context.Context, q Querier, kinds []string, carriedByKey string, grace time.Duration) ([]int64, error) {
@@ -102,7 +106,6 @@ func Sweep(ctx context.Context, q Querier, kinds []string, carriedByKey string, 
 				  AND ((l.classid::bigint << 32) | l.objid::bigint) = ` + key + `)`
 	}
 	processKey := fmt.Sprintf(processKeySQL, nsProcess, "j.attempted_by[array_length(j.attempted_by, 1)]")
-	carrierProcessKey := fmt.Sprintf(processKeySQL, nsProcess, "c.attempted_by[array_length(c.attempted_by, 1)]")
 	rows, err := q.Query(ctx, `
 		WITH orphans AS (
 			SELECT j.id FROM river_job j
@@ -117,9 +120,7 @@ func Sweep(ctx context.Context, q Querier, kinds []string, carriedByKey string, 
 			LEFT JOIN river_job c ON c.id = (j.metadata->>$4)::bigint
 			WHERE j.state = 'pending' AND j.kind = ANY($1) AND j.metadata ? $4
 			  AND j.created_at < now() - make_interval(secs => $2)
-			  AND (c.id IS NULL OR (
-			        NOT `+held(`($3::bigint << 48) | c.id`)+`
-			        AND (coalesce(array_length(c.attempted_by, 1), 0) = 0 OR NOT `+held(carrierProcessKey)+`)))
+			  AND (c.id IS NULL OR NOT `+held(`($3::bigint << 48) | c.id`)+`)
 			FOR UPDATE OF j SKIP LOCKED
 		),
 		requeued AS (
