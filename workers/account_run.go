@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailfathom/mailfathom/internal/accountrun"
@@ -28,7 +27,8 @@ import (
 // folder pass per resolved binding, the account's watch when it asks for
 // push, and the account's next run, Interval later — or, when one of the
 // account's unfinished mailbox mutations failed, on the run backoff — all
-// in one transaction with the run's own completion.
+// in one transaction; then it carries the passes it inserted over the
+// session it listed with (carryPasses), and completes.
 //
 // The worker claims the run's place in this process and in the job queue;
 // the run's decisions are package accountrun's. An alias that resolves to
@@ -129,14 +129,15 @@ func (w *AccountRunWorker) Work(ctx context.Context, job *river.Job[jobs.Account
 			kept, passes = held, scheduled
 		},
 		Inserter: client,
+		// The run's own job completes once the run has carried its passes:
+		// River shows it running until then. Should the process stop
+		// before, the run is attempted again, finds its next run
+		// scheduled, and carries whatever passes are left.
 		Finish: func(ctx context.Context, tx pgx.Tx, next time.Time, failuresBefore int) error {
 			if err := scheduleWatch(ctx, tx, client, account); err != nil {
 				return err
 			}
-			if _, err := ScheduleAccountRun(ctx, tx, client, account.ID, next, failuresBefore, job.ID); err != nil {
-				return err
-			}
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			_, err := ScheduleAccountRun(ctx, tx, client, account.ID, next, failuresBefore, job.ID)
 			return err
 		},
 		MailboxDone: leave,

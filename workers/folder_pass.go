@@ -60,13 +60,14 @@ func (w *FolderPassWorker) Work(ctx context.Context, job *river.Job[jobs.FolderP
 
 // pass runs unit's forward pass as job over the carrier's session, round
 // after round while the folder has more and the carrier may go on (more),
-// and then carries the reconciliation window its final checkpoint
-// scheduled over the same session. A pass that stops with work left
-// snoozes to go on at once, behind whatever else is queued.
+// then carries the reconciliation window its final checkpoint scheduled
+// over the same session, and completes job: River shows the pass running
+// until its window is done. A pass that stops with work left snoozes to go
+// on at once, behind whatever else is queued.
 func (c *carrier) pass(ctx context.Context, unit *bindingUnit, job unitJob, logger *slog.Logger) error {
 	var window *rivertype.JobRow
 	for {
-		done, err := c.passRound(ctx, unit, job, &window, logger)
+		rep, done, err := c.passRound(ctx, unit, job, &window, logger)
 		if err == nil && !done && !c.more(ctx) {
 			err = river.JobSnooze(0)
 		}
@@ -78,30 +79,62 @@ func (c *carrier) pass(ctx context.Context, unit *bindingUnit, job unitJob, logg
 			}
 			return err
 		}
-		if done {
-			break
+		if !done {
+			continue
+		}
+		if window != nil {
+			c.carry(ctx, window, logger, func(ctx context.Context, wj unitJob) error {
+				sess, err := c.session(ctx, unit.binding.Alias)
+				if err != nil {
+					return err
+				}
+				return c.deps.window(ctx, unit, sess, wj, jobqueue.Logger(ctx, logger))
+			})
+			window = nil
+		}
+		again, err := c.completePass(ctx, unit, job, rep)
+		if err != nil || !again {
+			return err
+		}
+		logger.InfoContext(ctx, "a change was reported while the pass ran; the folder is read once more")
+		if !c.more(ctx) {
+			return river.JobSnooze(0)
 		}
 	}
-	if window != nil {
-		c.carry(ctx, window, logger, func(ctx context.Context, wj unitJob) error {
-			sess, err := c.session(ctx, unit.binding.Alias)
-			if err != nil {
-				return err
-			}
-			return c.deps.window(ctx, unit, sess, wj, jobqueue.Logger(ctx, logger))
-		})
-	}
-	return nil
+}
+
+// completePass completes job, the pass over unit that reached the folder's
+// end with rep, unless a change the server reported while it ran left a
+// mark: a pass is unique while running, so a report could not queue
+// another, and taking the mark and completing are one transaction. It
+// reports whether it found one, and then the pass goes around once more.
+// A report that comes after the commit finds the pass completed and
+// queues a new one.
+func (c *carrier) completePass(ctx context.Context, unit *bindingUnit, job unitJob, rep forwardpass.Report) (bool, error) {
+	key := config.AccountKey(unit.account.ID)
+	again := false
+	err := pgx.BeginFunc(ctx, unit.conn, func(tx pgx.Tx) error {
+		var err error
+		if _, again, err = mailstore.TakeChangeReport(ctx, tx, key, unit.binding.Alias); err != nil || again {
+			return err
+		}
+		// What the pass examined is what a watching session that starts
+		// compares the folder with: everything below it is read.
+		if err := mailstore.RecordObservedState(ctx, tx, key, unit.binding.Alias, observed(unit.binding, rep.Observed)); err != nil {
+			return err
+		}
+		return job.complete(ctx, tx, rep)
+	})
+	return again, err
 }
 
 // passRound runs one round of the forward pass, bounded by
-// MaxMetadataBatchesPerRun, and reports whether the pass is done: it
-// reached the folder's end and completed job. A round that left work
-// behind, or a change the server reported while it ran, is not done; one
-// that stopped at the account's daily download budget returns the snooze
-// until the budget has room (download.go). window is set to the
-// reconciliation window the final checkpoint scheduled for the carrier.
-func (c *carrier) passRound(ctx context.Context, unit *bindingUnit, job unitJob, window **rivertype.JobRow, logger *slog.Logger) (bool, error) {
+// MaxMetadataBatchesPerRun, and reports whether it reached the folder's
+// end (done), with its report. A round that stopped at the account's daily
+// download budget returns the snooze until the budget has room
+// (download.go). window is set to the reconciliation window the final
+// checkpoint scheduled for the carrier.
+func (c *carrier) passRound(ctx context.Context, unit *bindingUnit, job unitJob, window **rivertype.JobRow, logger *slog.Logger) (forwardpass.Report, bool, error) {
 	cfg := c.deps.Config
 	account, conn, binding := unit.account, unit.conn, unit.binding
 	key := config.AccountKey(account.ID)
@@ -110,7 +143,7 @@ func (c *carrier) passRound(ctx context.Context, unit *bindingUnit, job unitJob,
 	// it asks the server for anything, and waits when none is left.
 	download, err := c.deps.claimDownload(ctx, conn, account, logger)
 	if err != nil {
-		return false, err
+		return forwardpass.Report{}, false, err
 	}
 	defer func() { _ = download.settle(ctx, conn, 0, 0, logger) }()
 
@@ -118,19 +151,19 @@ func (c *carrier) passRound(ctx context.Context, unit *bindingUnit, job unitJob,
 	// is covered by this pass.
 	reportedAt, reported, err := mailstore.TakeChangeReport(ctx, conn, key, binding.Alias)
 	if err != nil {
-		return false, err
+		return forwardpass.Report{}, false, err
 	}
 
 	sess, err := c.session(ctx, binding.Alias)
 	if err != nil {
-		return false, err
+		return forwardpass.Report{}, false, err
 	}
 	recoveries := sess.Recoveries()
 	// A second connection lets PostgreSQL store two messages at once; it
 	// holds no lock, so it is an ordinary pooled connection.
 	second, err := c.deps.Pool.Acquire(ctx)
 	if err != nil {
-		return false, err
+		return forwardpass.Report{}, false, err
 	}
 	defer second.Release()
 	client := river.ClientFromContext[pgx.Tx](ctx)
@@ -181,47 +214,22 @@ func (c *carrier) passRound(ctx context.Context, unit *bindingUnit, job unitJob,
 	}
 	pause := download.settle(ctx, conn, rep.RequestedBytes, needed, logger)
 	if err != nil {
-		return false, err
+		return forwardpass.Report{}, false, err
 	}
 	// The server answered the whole pass: throttles in a row start over.
 	if rerr := mailstore.ResetThrottles(ctx, conn, key); rerr != nil {
-		return false, rerr
+		return rep, false, rerr
 	}
 	if pause != nil {
-		return false, pause
+		return rep, false, pause
 	}
 	if rep.More {
-		return false, nil
-	}
-	// A change reported while this pass ran could not queue another pass
-	// (a pass is unique while running), so it left a mark: taking it and
-	// completing are one transaction, and a mark found makes the pass go
-	// around once more. A report that comes after the commit finds the
-	// pass completed and queues a new one.
-	again := false
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		var err error
-		if _, again, err = mailstore.TakeChangeReport(ctx, tx, key, binding.Alias); err != nil || again {
-			return err
-		}
-		// What the pass examined is what a watching session that starts
-		// compares the folder with: everything below it is read.
-		if err := mailstore.RecordObservedState(ctx, tx, key, binding.Alias, observed(binding, rep.Observed)); err != nil {
-			return err
-		}
-		return job.complete(ctx, tx, rep)
-	})
-	if err != nil {
-		return false, err
+		return rep, false, nil
 	}
 	if reported {
 		c.deps.Push.ObserveStored(account.ID, c.deps.Now().Sub(reportedAt))
 	}
-	if again {
-		logger.InfoContext(ctx, "a change was reported while the pass ran; the folder is read once more")
-		return false, nil
-	}
-	return true, nil
+	return rep, true, nil
 }
 
 // observed is what a pass of binding that examined st leaves for a

@@ -86,7 +86,7 @@ type Options struct {
 	Inserter Inserter
 	// Finish runs last in the final transaction with the next run's time
 	// and the failures it counts before it: where the caller schedules the
-	// next run and completes its own job. Required.
+	// next run (and may complete its own job). Required.
 	Finish func(ctx context.Context, tx pgx.Tx, next time.Time, failuresBefore int) error
 	// MailboxDone, when set, is called once the mailbox work is done and
 	// the run's slots are given back, before the folder passes are
