@@ -26,9 +26,9 @@ const (
 	// killAccountRun: the account's run is running in this process (its
 	// LIST, its binding and scheduling transaction).
 	killAccountRun
-	// killBetweenPasses: a pass has snoozed itself to continue and waits to
-	// be fetched again.
-	killBetweenPasses
+	// killBetweenRounds: a round of a pass has committed its checkpoint
+	// and the pass goes on to the next over the same session.
+	killBetweenRounds
 	// killAtStartup: a random moment after exec, before or while the
 	// process starts serving.
 	killAtStartup
@@ -43,7 +43,7 @@ const (
 const resumeWithin = 90 * time.Second
 
 func (k killPoint) String() string {
-	return [...]string{"mid-pass", "account run", "between passes", "startup"}[k]
+	return [...]string{"mid-pass", "account run", "between rounds", "startup"}[k]
 }
 
 // TestCrashRecoveryRepeatedSIGKILL kills `mailfathom serve` with SIGKILL at
@@ -80,7 +80,7 @@ func TestCrashRecoveryRepeatedSIGKILL(t *testing.T) {
 	plan := []killPoint{
 		killAccountRun, // the first start's: bindings and the first pass not yet committed
 		killAtStartup,
-		killMidPass, killMidPass, killBetweenPasses, killMidPass,
+		killMidPass, killMidPass, killBetweenRounds, killMidPass,
 		killAccountRun, killMidPass, killMidPass, killMidPass,
 	}
 
@@ -115,12 +115,14 @@ func TestCrashRecoveryRepeatedSIGKILL(t *testing.T) {
 			delay := time.Duration(20+rng.IntN(380)) * time.Millisecond
 			time.Sleep(delay)
 			what = fmt.Sprintf("%v into a pass that started %v after exec", delay, recoveries[len(recoveries)-1].Round(time.Millisecond))
-		case killBetweenPasses:
+		case killBetweenRounds:
 			p = b.start(t, name)
-			id := b.waitJob(t, p, "folder_pass", 5*time.Millisecond, resumeWithin, func(state string) bool { return state == "running" })
+			b.waitJob(t, p, "folder_pass", 5*time.Millisecond, resumeWithin, func(state string) bool { return state == "running" })
 			recoveries = append(recoveries, time.Since(p.started))
-			b.waitJobState(t, p, id, 2*time.Millisecond, time.Minute, func(state string) bool { return state != "running" })
-			what = "as the pass waited to continue"
+			poll.Every(t, 2*time.Millisecond, time.Minute, "a round of the pass ended", func() bool {
+				return p.count("folder pass finished", "more", "true") > 0
+			}, func() string { return b.describeJobs(t) })
+			what = "as a round of the pass ended and the next began"
 		}
 		p.kill(t)
 		stored := b.storedCount(t)
@@ -153,6 +155,9 @@ func startServeNoWait(t testing.TB, name, logDir string, env map[string]string) 
 // waitJob waits until a job of kind that this process attempted (attempted
 // since it started) is in a state ok accepts, polling every every, and
 // returns its id. Running jobs of a killed process are not this process's.
+// A carried job (pending, naming its carrier) is in its carrier's hands,
+// so it counts as running, attempted when its carrier was, while its
+// carrier runs.
 func (b *testBundle) waitJob(t testing.TB, p *serveProc, kind string, every, timeout time.Duration, ok func(state string) bool) int64 {
 	t.Helper()
 	var found int64
@@ -160,7 +165,10 @@ func (b *testBundle) waitJob(t testing.TB, p *serveProc, kind string, every, tim
 		return fmt.Sprintf("process running: %t; jobs:\n%s", p.running(), b.describeJobs(t))
 	}
 	poll.Every(t, every, timeout, fmt.Sprintf("%s: a %s job of this process in the awaited state", p.name, kind), func() bool {
-		rows, err := b.pool.Query(t.Context(), `SELECT id, state FROM river_job WHERE kind = $1 AND attempted_at >= $2 ORDER BY id`,
+		rows, err := b.pool.Query(t.Context(), `
+			SELECT j.id, CASE WHEN j.state = 'pending' AND c.state = 'running' THEN 'running' ELSE j.state::text END
+			FROM river_job j LEFT JOIN river_job c ON c.id = (j.metadata->>'carried_by')::bigint
+			WHERE j.kind = $1 AND coalesce(j.attempted_at, c.attempted_at) >= $2 ORDER BY j.id`,
 			kind, p.started)
 		require.NoError(t, err)
 		type job struct {
@@ -181,25 +189,6 @@ func (b *testBundle) waitJob(t testing.TB, p *serveProc, kind string, every, tim
 		return false
 	}, gone)
 	return found
-}
-
-// waitJobState waits until job id's state satisfies ok.
-func (b *testBundle) waitJobState(t testing.TB, p *serveProc, id int64, every, timeout time.Duration, ok func(state string) bool) {
-	t.Helper()
-	var state string
-	stayed := func() string {
-		return fmt.Sprintf("job %d stayed %s (process running: %t); jobs:\n%s", id, state, p.running(), b.describeJobs(t))
-	}
-	poll.Every(t, every, timeout, fmt.Sprintf("%s: job %d in the awaited state", p.name, id), func() bool {
-		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT state FROM river_job WHERE id = $1`, id).Scan(&state))
-		if ok(state) {
-			return true
-		}
-		if !p.running() {
-			t.Fatalf("%s: the process exited; %s", p.name, stayed())
-		}
-		return false
-	}, stayed)
 }
 
 // nsJobLiveness is the namespace of a job's liveness lock (package
