@@ -20,6 +20,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 )
@@ -86,9 +87,9 @@ func TestHandler(t *testing.T) {
 	}
 	count := func(ctx context.Context, t *testing.T, b *testBundle) int {
 		t.Helper()
-		var n int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM mailbox_mutations`).Scan(&n))
-		return n
+		recorded, err := mailstore.ListMutations(ctx, b.pool, mailstore.MutationFilter{})
+		require.NoError(t, err)
+		return len(recorded)
 	}
 
 	t.Run("CreatedThenTheSameRequestThenAConflict", func(t *testing.T) {
@@ -155,11 +156,15 @@ func TestHandler(t *testing.T) {
 	t.Run("BadInputIsRefusedByNameAndRecordsNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		_, err := b.pool.Exec(ctx, `INSERT INTO stored_emails (id, mailbox_account_id, mail_folder_id, uid_validity, uid, content_availability, remote_expunge_observed_at)
-			SELECT $1, mailbox_account_id, mail_folder_id, 1, 8, 'Available', now() FROM stored_emails WHERE id = $2`, uuid.New(), b.email)
+		// A message of the same folder the server expunged.
+		served, found, err := mailstore.ReadMutableEmail(ctx, b.pool, b.email)
 		require.NoError(t, err)
-		var tombstoned uuid.UUID
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT id FROM stored_emails WHERE uid = 8`).Scan(&tombstoned))
+		require.True(t, found)
+		raw := []byte("Subject: gone\r\n\r\nexpunged on the server\r\n")
+		tombstoned, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: served.AccountID,
+			FolderID: served.FolderID, UIDValidity: 1, UID: 8, Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available})
+		require.NoError(t, err)
+		dbassert.MarkExpunged(t, b.pool, tombstoned)
 		email := b.email.String()
 		for _, tc := range []struct {
 			body   string
