@@ -76,14 +76,23 @@ func TestHandler(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return ctx, &testBundle{pool: pool, srv: srv, email: email}
 	}
-	post := func(t *testing.T, b *testBundle, body string) (int, map[string]any) {
-		t.Helper()
+	// send posts body and returns the status and the decoded answer; it
+	// fails no test, so a caller off the test's goroutine may use it.
+	send := func(b *testBundle, body string) (int, map[string]any, error) {
 		resp, err := http.Post(b.srv.URL+"/api/v1/mutations", "application/json", bytes.NewBufferString(body))
-		require.NoError(t, err)
+		if err != nil {
+			return 0, nil, err
+		}
 		defer resp.Body.Close()
 		var out map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		return resp.StatusCode, out
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out, err
+	}
+	post := func(t *testing.T, b *testBundle, body string) (int, map[string]any) {
+		t.Helper()
+		code, out, err := send(b, body)
+		require.NoError(t, err)
+		return code, out
 	}
 	count := func(ctx context.Context, t *testing.T, b *testBundle) int {
 		t.Helper()
@@ -132,17 +141,21 @@ func TestHandler(t *testing.T) {
 		const callers = 4
 		codes := make([]int, callers)
 		ids := make([]any, callers)
+		errs := make([]error, callers)
 		var wg sync.WaitGroup
 		for i := range callers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				codes[i], ids[i] = func() (int, any) { c, out := post(t, b, body); return c, out["id"] }()
+				var out map[string]any
+				codes[i], out, errs[i] = send(b, body)
+				ids[i] = out["id"]
 			}()
 		}
 		wg.Wait()
 		created := 0
 		for i := range callers {
+			require.NoError(t, errs[i])
 			require.Contains(t, []int{http.StatusCreated, http.StatusOK}, codes[i])
 			if codes[i] == http.StatusCreated {
 				created++
