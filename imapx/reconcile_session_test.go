@@ -1,16 +1,17 @@
 package imapx_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // TestReconcileSessionOneConnection: a session of OpenReconcileSession
@@ -39,8 +40,10 @@ func TestReconcileSessionOneConnection(t *testing.T) {
 			// Dovecot's log process writes a login's line a moment after it.
 			logins := func(want int) {
 				t.Helper()
-				require.Eventually(t, func() bool { return strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">") == want },
-					dovecot.LogWait, 10*time.Millisecond, "%d logins", want)
+				poll.Until(t, dovecot.LogWait, fmt.Sprintf("Dovecot logged %d logins", want), func() (bool, string) {
+					got := strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">")
+					return got == want, fmt.Sprintf("%d logins", got)
+				})
 			}
 
 			var log wireLog

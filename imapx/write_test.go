@@ -19,6 +19,7 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // The capability lists the write tests advertise: Dovecot still carries
@@ -334,8 +335,8 @@ func TestWriteConnectionThatEnded(t *testing.T) {
 		t.Parallel()
 		eb := setupEnded(t, `^$`)
 		eb.proxy.CutAll()
-		require.Eventually(t, func() bool { return !eb.w.Usable() }, 10*time.Second, 10*time.Millisecond,
-			"the reader saw the connection end, so it no longer counts as usable")
+		poll.UntilTrue(t, 10*time.Second, "the reader saw the connection end, so it no longer counts as usable",
+			func() bool { return !eb.w.Usable() })
 		before := len(eb.brk.rec.Lines())
 		for _, place := range []func() error{
 			func() error { _, err := eb.w.Move(eb.ctx, uint32(eb.target), "Archive"); return err },

@@ -1,7 +1,6 @@
 package workers_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -43,12 +42,8 @@ func TestCarriedUnits(t *testing.T) {
 	type count struct{ carried, own int }
 	completed := func(t *testing.T, b *testBundle, kind, carrierKind string) count {
 		t.Helper()
-		var c count
-		require.NoError(t, b.pool.QueryRow(context.Background(), `
-			SELECT count(*) FILTER (WHERE c.kind = $2), count(*) FILTER (WHERE NOT j.metadata ? 'carried_by')
-			FROM river_job j LEFT JOIN river_job c ON c.id = (j.metadata->>'carried_by')::bigint
-			WHERE j.kind = $1 AND j.state = 'completed'`, kind, carrierKind).Scan(&c.carried, &c.own))
-		return c
+		byCarrier := b.completed(t, kind)
+		return count{carried: byCarrier[carrierKind], own: byCarrier[""]}
 	}
 	// logins waits for Dovecot to log the logins it counted and returns
 	// how many there were.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
-	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
@@ -18,6 +18,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
@@ -178,9 +179,7 @@ func TestCyrusReconciliation(t *testing.T) {
 			assertUnseenOnCyrus(t, u, "INBOX")
 			require.Contains(t, b.logs.String(), "messages left the folder on the server")
 
-			var modseq *int64
-			require.NoError(t, b.pool.QueryRow(context.Background(),
-				`SELECT highest_modseq FROM synchronization_checkpoints`).Scan(&modseq))
+			modseq := dbassert.Checkpoint(t, b.pool, "INBOX").HighestModSeq
 			changedSince := 0
 			for _, lines := range u.Sessions() {
 				for _, l := range lines {
@@ -195,7 +194,7 @@ func TestCyrusReconciliation(t *testing.T) {
 				return
 			}
 			require.NotNil(t, modseq, "a pass that emptied the queue records the folder's modification sequence")
-			require.Equal(t, int64(u.HighestModSeq("INBOX")), *modseq)
+			require.Equal(t, u.HighestModSeq("INBOX"), *modseq)
 			require.Positive(t, changedSince, "a later window asks only what changed since the recorded sequence")
 		})
 	}
@@ -319,9 +318,8 @@ func TestCyrusMoveCarriesTheStoredEmail(t *testing.T) {
 	require.Equal(t, sourceIDs[b.uids[0]], filedIDs[imap.UID(moved.PlacedUID)], "a move keeps the EMAILID")
 	require.Equal(t, sourceIDs[b.uids[1]], filedIDs[imap.UID(copied.PlacedUID)], "a copy keeps the EMAILID")
 
-	var contentBefore []byte
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`, move.EmailID).Scan(&contentBefore))
+	contentBefore := dbassert.OccurrenceByID(t, b.pool, move.EmailID).ContentSHA256
+	require.NotNil(t, contentBefore)
 	before := len(reads.Lines())
 	b.runAgain(t)
 	for _, l := range reads.Lines()[before:] {
@@ -333,10 +331,7 @@ func TestCyrusMoveCarriesTheStoredEmail(t *testing.T) {
 	require.False(t, carried.Tombstoned)
 	require.Equal(t, "ARCHIVE", carried.Alias)
 	require.Equal(t, moved.PlacedUID, carried.UID)
-	var contentAfter []byte
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`, move.EmailID).Scan(&contentAfter))
-	require.Equal(t, contentBefore, contentAfter)
+	require.Equal(t, contentBefore, dbassert.OccurrenceByID(t, b.pool, move.EmailID).ContentSHA256)
 	require.Len(t, b.stored(t, "ARCHIVE"), 2, "the carried email and the copy, no third row")
 	out := b.lastPassOutput(t, "ARCHIVE")
 	require.EqualValues(t, 1, out["carried_by_mailfathom"])
@@ -344,15 +339,15 @@ func TestCyrusMoveCarriesTheStoredEmail(t *testing.T) {
 	require.EqualValues(t, 0, out["stored"], "no body was fetched")
 	require.EqualValues(t, 1, out["shared"], "the copy is an occurrence of the email its source holds")
 	for _, id := range []string{"msg-14-0@example.test", "msg-14-1@example.test"} {
-		var served int
-		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM served_stored_emails WHERE message_id = $1`, id).Scan(&served))
+		served := 0
+		for _, o := range dbassert.Occurrences(t, b.pool, "") {
+			if o.Served && o.MessageID == id {
+				served++
+			}
+		}
 		require.Equal(t, 1, served, "the moved message and the copied one are each served once")
 	}
-	var tombstones int
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM stored_emails WHERE remote_expunge_observed_at IS NOT NULL`).Scan(&tombstones))
-	require.Equal(t, 1, tombstones, "only the email MailFathom deleted")
+	require.Equal(t, 1, tombstones(t, b.pool), "only the email MailFathom deleted")
 	require.Len(t, b.stored(t, "INBOX"), 5, "the copied, read, unread and owner's messages, and the deleted one tombstoned")
 	names := wiretap.RequireReadOnly(t, &reads)
 	require.Contains(t, names, "EXAMINE")
@@ -397,24 +392,14 @@ func TestCyrusUIDValidityChangeStartsOver(t *testing.T) {
 		byValidity[r.uidValidity] = append(byValidity[r.uidValidity], r.uid)
 	}
 	require.Equal(t, map[int64][]int64{oldValidity: {1, 2, 3, 4, 5}, newValidity: {1, 2, 3, 4, 5}}, byValidity)
-	var cpValidity int64
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT uid_validity FROM synchronization_checkpoints`).Scan(&cpValidity))
-	require.Equal(t, newValidity, cpValidity)
+	require.EqualValues(t, newValidity, dbassert.Checkpoint(t, b.pool, "FILED").UIDValidity)
 
 	require.Len(t, search(), 5, "each message once")
-	servedRows, err := b.pool.Query(context.Background(), `SELECT DISTINCT uid_validity FROM served_stored_emails`)
-	require.NoError(t, err)
-	served, err := pgx.CollectRows(servedRows, pgx.RowTo[int64])
-	require.NoError(t, err)
-	require.Equal(t, []int64{newValidity}, served)
+	require.Equal(t, []int64{newValidity}, b.servedValidities(t))
 	out := b.lastPassOutput(t, "FILED")
 	require.Equal(t, map[string]any{"replaced": true, "invalidated": float64(5)}, out["scope"])
 	require.Equal(t, 1, strings.Count(b.logs.String(), "the folder was recreated on the server (its UIDVALIDITY changed)"), "logged once")
-	var tombstones int
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM stored_emails WHERE remote_expunge_observed_at IS NOT NULL`).Scan(&tombstones))
-	require.Zero(t, tombstones, "nothing was taken for an expunge")
+	require.Zero(t, tombstones(t, b.pool), "nothing was taken for an expunge")
 }
 
 // TestCyrusOneLoginPerRun: on Cyrus too an account run, the pass it
@@ -422,7 +407,6 @@ func TestCyrusUIDValidityChangeStartsOver(t *testing.T) {
 // record of the user's sessions counts them.
 func TestCyrusOneLoginPerRun(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b, u := setupCyrusSync(t, cyrus.Shared(t))
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
@@ -433,9 +417,7 @@ func TestCyrusOneLoginPerRun(t *testing.T) {
 	b.runAgain(t)
 	require.Equal(t, map[int64]string{1: ``, 2: `\Flagged`, 3: ``}, b.reconciled(t))
 
-	var runs int
-	require.NoError(t, b.pool.QueryRow(ctx, `
-		SELECT count(*) FROM river_job WHERE kind = 'account_run' AND state = 'completed'`).Scan(&runs))
+	runs := dbassert.JobCount(t, b.pool, "account_run", rivertype.JobStateCompleted)
 	require.Equal(t, 2, runs)
 	require.Len(t, u.Sessions(), runs, "one session for each of %d runs", runs)
 }

@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -17,9 +18,11 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/mimex"
 	"github.com/mailfathom/mailfathom/workers"
@@ -66,10 +69,8 @@ func BenchmarkEmbedThroughput(b *testing.B) {
 				require.NoError(b, err)
 			}
 			require.NoError(b, tx.Commit(ctx))
-			var passages int
-			var refused int
-			require.NoError(b, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE strpos(text, $1) > 0) FROM email_passages`,
-				benchRefusalMarker).Scan(&passages, &refused))
+			passages := dbassert.PassageCount(b, pool)
+			refused := dbassert.PassagesContaining(b, pool, benchRefusalMarker)
 			require.Equal(b, c.refusedEvery > 0, refused > 0)
 
 			provider := embedtest.Start(b, embedtest.Options{Dimensions: dims})
@@ -111,15 +112,11 @@ func BenchmarkEmbedThroughput(b *testing.B) {
 				start := time.Now()
 				_, err := client.InsertMany(ctx, params)
 				require.NoError(b, err)
-				for {
-					var stored int
-					require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM passage_vectors`).Scan(&stored))
-					if stored == passages-refused {
-						break
-					}
-					require.Less(b, time.Since(start), 5*time.Minute)
-					time.Sleep(10 * time.Millisecond)
-				}
+				poll.Every(b, 10*time.Millisecond, 5*time.Minute, "every passage but the refused ones has its vector", func() bool {
+					return dbassert.VectorCount(b, pool, 0) == passages-refused
+				}, func() string {
+					return fmt.Sprintf("%d of %d vectors stored", dbassert.VectorCount(b, pool, 0), passages-refused)
+				})
 				elapsed = time.Since(start)
 			}
 			secs := elapsed.Seconds()

@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 )
@@ -33,20 +35,17 @@ func (b *syncBundle) appendMail(series uint64, from, until int) {
 // model-changed failure naming both models in River's record of it.
 func (b *syncBundle) refusedEmbedJobs(t *testing.T, recorded, answered string) int {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(),
-		`SELECT coalesce(errors[array_upper(errors, 1)]->>'error', '') FROM river_job WHERE kind = 'embed_email' AND state = 'cancelled'`)
-	require.NoError(t, err)
-	defer rows.Close()
 	n := 0
-	for rows.Next() {
-		var text string
-		require.NoError(t, rows.Scan(&text))
+	for _, j := range dbassert.Jobs(t, b.pool, "embed_email") {
+		if j.State != rivertype.JobStateCancelled {
+			continue
+		}
+		text := j.LastError()
 		require.True(t, strings.HasSuffix(text, "["+embedding.FailureModelChanged+"]"), "%s", text)
 		require.Contains(t, text, `"`+recorded+`"`)
 		require.Contains(t, text, `"`+answered+`"`)
 		n++
 	}
-	require.NoError(t, rows.Err())
 	return n
 }
 

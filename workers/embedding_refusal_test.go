@@ -6,13 +6,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/embedding"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/mimex"
 	"github.com/mailfathom/mailfathom/workers"
 )
@@ -35,13 +38,6 @@ func (b *syncBundle) refused(t *testing.T, model string) int64 {
 	t.Helper()
 	p, _ := b.backlog(t, model)
 	return p.Refused
-}
-
-func (b *syncBundle) count(t *testing.T, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
 }
 
 // walkBackfill makes an embedding backfill walk now and waits for it and
@@ -76,15 +72,12 @@ func TestEmbeddingRefusals(t *testing.T) {
 		}
 		require.Positive(t, srv.Refused())
 
-		passages := b.count(t, `SELECT count(*) FROM email_passages`)
+		passages := dbassert.PassageCount(t, b.pool)
 		require.Equal(t, passages-1, b.vectorCount(t), "every passage but the refused one has its vector")
-		var text string
-		var code int
-		require.NoError(t, b.pool.QueryRow(ctx, `
-			SELECT p.text, r.status FROM passage_refusals r
-			JOIN email_passages p ON p.stored_email_id = r.stored_email_id AND p.ordinal = r.ordinal`).Scan(&text, &code))
-		require.Contains(t, text, unembeddable)
-		require.Equal(t, 413, code)
+		refusals := dbassert.Refusals(t, b.pool)
+		require.NotEmpty(t, refusals)
+		require.Contains(t, refusals[0].Text, unembeddable)
+		require.Equal(t, 413, refusals[0].Status)
 		require.Zero(t, b.awaiting(t, "test-model"))
 		require.EqualValues(t, 1, b.refused(t, "test-model"))
 		require.NotContains(t, b.logs.String(), unembeddable, "no passage text in the log")
@@ -95,8 +88,13 @@ func TestEmbeddingRefusals(t *testing.T) {
 		b.walkBackfill(t)
 		require.Len(t, b.jobs(t, "embed_email"), len(offers))
 		require.Equal(t, requests, srv.Requests())
-		require.Zero(t, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill' AND state <> 'completed'`),
-			"the walk found nothing to offer and ended the chain; jobs:\n%s", b.jobHistory(t))
+		unfinished := 0
+		for _, j := range dbassert.Jobs(t, b.pool, "embedding_backfill") {
+			if j.State != rivertype.JobStateCompleted {
+				unfinished++
+			}
+		}
+		require.Zero(t, unfinished, "the walk found nothing to offer and ended the chain; jobs:\n%s", b.jobHistory(t))
 
 		// The status and the metrics say so.
 		rep, err := status.Read(ctx, b.pool, workers.StatusOptions(b.deps(t)))
@@ -134,7 +132,7 @@ func TestEmbeddingRefusals(t *testing.T) {
 		b.embeddingsUnwaited = true
 		b.start(t)
 		b.waitIdle(t)
-		require.Eventually(t, func() bool {
+		poll.Every(t, 50*time.Millisecond, time.Minute, "a refused key fails the job for good, as it always did", func() bool {
 			jobs := b.jobs(t, "embed_email")
 			for _, j := range jobs {
 				if j.state != "cancelled" {
@@ -142,9 +140,9 @@ func TestEmbeddingRefusals(t *testing.T) {
 				}
 			}
 			return len(jobs) > 0
-		}, time.Minute, 50*time.Millisecond, "a refused key fails the job for good, as it always did; jobs:\n%s", b.jobHistory(t))
+		}, func() string { return "jobs:\n" + b.jobHistory(t) })
 		require.Contains(t, b.jobText(t), "[EmbeddingRequestRefused]")
-		require.Zero(t, b.count(t, `SELECT count(*) FROM passage_refusals`), "nothing is recorded as refused")
+		require.Empty(t, dbassert.Refusals(t, b.pool), "nothing is recorded as refused")
 		require.Equal(t, int64(3), b.awaiting(t, "test-model"), "every message still awaits its vectors")
 		require.Zero(t, srv.Refused(), "the request was refused as a whole, before any input was looked at")
 		require.Equal(t, len(b.jobs(t, "embed_email")), srv.Requests(), "each job asked once: neither repeated nor split")
@@ -161,8 +159,9 @@ func TestEmbeddingRefusals(t *testing.T) {
 		b.waitIdle(t)
 		require.EqualValues(t, 1, b.refused(t, "test-model"))
 		require.Zero(t, b.awaiting(t, "test-model"))
-		var id [16]byte
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT stored_email_id FROM passage_refusals`).Scan(&id))
+		refusals := dbassert.Refusals(t, b.pool)
+		require.NotEmpty(t, refusals)
+		id := refusals[0].StoredEmailID
 
 		// The message's text is read again, and its body now says
 		// something else (as when extraction improves): the refusal was of
@@ -177,6 +176,6 @@ func TestEmbeddingRefusals(t *testing.T) {
 		b.walkBackfill(t)
 		require.Zero(t, b.awaiting(t, "test-model"), "jobs:\n%s", b.jobHistory(t))
 		require.Zero(t, b.refused(t, "test-model"))
-		require.Equal(t, b.count(t, `SELECT count(*) FROM email_passages`), b.vectorCount(t))
+		require.Equal(t, dbassert.PassageCount(t, b.pool), b.vectorCount(t))
 	})
 }

@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
@@ -17,6 +19,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
@@ -66,10 +69,7 @@ func (b *syncBundle) awaiting(t *testing.T, model string) int64 {
 	if p, ok := b.backlog(t, model); ok {
 		return p.Awaiting
 	}
-	var n int64
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT count(DISTINCT stored_email_id) FROM email_passages`).Scan(&n))
-	return n
+	return int64(dbassert.MessagesWithPassages(t, b.pool))
 }
 
 // semantic searches by meaning under the running profile.
@@ -114,18 +114,32 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 	return false
 }
 
+// vectorCount counts the stored vectors of every profile.
 func (b *syncBundle) vectorCount(t *testing.T) int {
 	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM passage_vectors`).Scan(&n))
-	return n
+	return dbassert.VectorCount(t, b.pool, 0)
 }
 
+// makeDue makes the waiting jobs of kind due now.
 func (b *syncBundle) makeDue(t *testing.T, kind string) {
 	t.Helper()
-	_, err := b.pool.Exec(context.Background(),
-		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = $1 AND state IN ('scheduled', 'retryable')`, kind)
-	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := jobqueue.MakeDue(ctx, tx, kind)
+		return err
+	}))
+}
+
+// waitEmbedded makes the waiting jobs of kind due, every 200ms, until no
+// served message awaits a vector under test-model.
+func (b *syncBundle) waitEmbedded(t *testing.T, kind string, within time.Duration) {
+	t.Helper()
+	poll.Every(t, 200*time.Millisecond, within, "every message embedded", func() bool {
+		b.makeDue(t, kind)
+		return b.awaiting(t, "test-model") == 0
+	}, func() string {
+		return fmt.Sprintf("%d messages await vectors; jobs:\n%slogs:\n%s", b.awaiting(t, "test-model"), b.jobHistory(t), b.logs.String())
+	})
 }
 
 func TestEmbedding(t *testing.T) {
@@ -174,22 +188,22 @@ func TestEmbedding(t *testing.T) {
 		b.waitIdle(t)
 		out := b.lastPassOutput(t, "INBOX")
 		require.Equal(t, float64(10), out["stored"], "the pass stored everything while the provider failed")
-		require.Eventually(t, func() bool {
-			var offers, failed int
-			require.NoError(t, b.pool.QueryRow(context.Background(), `
-				SELECT count(*), count(*) FILTER (WHERE cardinality(errors) > 0 AND state <> 'running')
-				FROM river_job WHERE kind = 'embed_email'`).Scan(&offers, &failed))
-			return offers > 0 && failed == offers
-		}, time.Minute, 50*time.Millisecond, "every offer's embed job failed; logs:\n%s", b.logs.String())
+		poll.Every(t, 50*time.Millisecond, time.Minute, "every offer's embed job failed", func() bool {
+			offers := dbassert.Jobs(t, b.pool, "embed_email")
+			failed := 0
+			for _, j := range offers {
+				if len(j.Errors) > 0 && j.State != rivertype.JobStateRunning {
+					failed++
+				}
+			}
+			return len(offers) > 0 && failed == len(offers)
+		}, func() string { return "jobs:\n" + b.jobHistory(t) + "logs:\n" + b.logs.String() })
 		require.Equal(t, int64(10), b.awaiting(t, "test-model"))
 		require.Positive(t, srv.Requests())
 
 		// The provider recovers; the embed jobs River retries complete.
 		srv.SetFault(embedtest.Fault{})
-		require.Eventually(t, func() bool {
-			b.makeDue(t, "embed_email")
-			return b.awaiting(t, "test-model") == 0
-		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
+		b.waitEmbedded(t, "embed_email", time.Minute)
 	})
 
 	t.Run("RefusedOffersAreCompletedByTheBackfill", func(t *testing.T) {
@@ -214,24 +228,18 @@ func TestEmbedding(t *testing.T) {
 		// With workers, the backfill offers what was refused as room appears.
 		b.embedWorkers = 1
 		b.start(t)
-		require.Eventually(t, func() bool {
-			b.makeDue(t, "embedding_backfill")
-			return b.awaiting(t, "test-model") == 0
-		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
+		b.waitEmbedded(t, "embedding_backfill", time.Minute)
 	})
 
 	t.Run("TheExtractionBackfillOffersWhatItWrites", func(t *testing.T) {
 		t.Parallel()
-		ctx := context.Background()
 		b := setupSync(t)
 		withEmbedding(t, b, "test-model", 0) // nothing drains the backlog
 		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
 		b.storeUnextracted(t, 6, func(i int) []byte { return mailgen.Message(26, i, 1500) })
 		b.start(t)
 		b.waitIdle(t)
-		var passages int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(DISTINCT stored_email_id) FROM email_passages`).Scan(&passages))
-		require.Equal(t, 6, passages, "the backfill wrote every message's passages")
+		require.Equal(t, 6, dbassert.MessagesWithPassages(t, b.pool), "the backfill wrote every message's passages")
 		require.Equal(t, float64(6), counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "accepted"),
 			"the batch that wrote the passages offered them")
 	})
@@ -252,16 +260,14 @@ func TestEmbedding(t *testing.T) {
 		require.NoError(t, err)
 		step, err := client.Insert(ctx, jobs.EmbeddingBackfill{}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
-		_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempted_at = now(), attempt = 1 WHERE id = $1`, step.Job.ID)
-		require.NoError(t, err)
+		dbassert.MarkJobRunning(t, b.pool, step.Job.ID)
 		for i := range 3 {
 			b.user.Append("INBOX", mailgen.Message(25, i, 1500), time.Now())
 		}
 		b.start(t)
 		b.waitIdle(t)
 		require.Equal(t, float64(3), counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "refused"))
-		var coming int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill' AND state IN ('available', 'scheduled')`).Scan(&coming))
+		coming := dbassert.JobCount(t, b.pool, "embedding_backfill", rivertype.JobStateAvailable, rivertype.JobStateScheduled)
 		require.Equal(t, 1, coming, "a running step does not stand for a walk of the refused offers; jobs:\n%s", b.jobHistory(t))
 	})
 
@@ -280,11 +286,9 @@ func TestEmbedding(t *testing.T) {
 		b.start(t)
 		b.waitIdle(t)
 		// The backlog's two jobs fail and wait for River's retry.
-		require.Eventually(t, func() bool {
-			var retrying int
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email' AND state = 'retryable'`).Scan(&retrying))
-			return retrying == 2
-		}, time.Minute, 50*time.Millisecond, "jobs:\n%s", b.jobHistory(t))
+		poll.Every(t, 50*time.Millisecond, time.Minute, "the backlog's two embed jobs wait for their retry", func() bool {
+			return dbassert.JobCount(t, b.pool, "embed_email", rivertype.JobStateRetryable) == 2
+		}, func() string { return "jobs:\n" + b.jobHistory(t) })
 		for i := 2; i < 8; i++ {
 			b.user.Append("INBOX", mailgen.Message(26, i, 1500), time.Now())
 		}
@@ -292,17 +296,14 @@ func TestEmbedding(t *testing.T) {
 		require.Len(t, b.stored(t, "INBOX"), 8)
 		// Embed jobs waiting for a retry are the backlog as much as those
 		// waiting to run: the failing provider holds no more than the bound.
-		var outstanding int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email' AND finalized_at IS NULL`).Scan(&outstanding))
+		outstanding, err := jobqueue.OutstandingJobs(ctx, b.pool, "embed_email", 100)
+		require.NoError(t, err)
 		require.LessOrEqual(t, outstanding, 2, "jobs:\n%s", b.jobHistory(t))
 		require.GreaterOrEqual(t, counter(t, b.metrics, "mailfathom_embedding_offered_messages_total", "outcome", "refused"), float64(6))
 
 		// The provider recovers: the retries and the backfill embed it all.
 		srv.SetFault(embedtest.Fault{})
-		require.Eventually(t, func() bool {
-			b.makeDue(t, "embedding_backfill")
-			return b.awaiting(t, "test-model") == 0
-		}, 2*time.Minute, 200*time.Millisecond, "jobs:\n%s", b.jobHistory(t))
+		b.waitEmbedded(t, "embedding_backfill", 2*time.Minute)
 	})
 
 	t.Run("AFullBacklogSnoozesTheBackfillRatherThanAddingRows", func(t *testing.T) {
@@ -322,11 +323,9 @@ func TestEmbedding(t *testing.T) {
 			b.makeDue(t, "embedding_backfill")
 			b.waitIdle(t)
 		}
-		var rows int
-		var state string
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*), min(state::text) FROM river_job WHERE kind = 'embedding_backfill'`).Scan(&rows, &state))
-		require.Equal(t, 1, rows, "each step waiting for room is the same row; logs:\n%s", b.logs.String())
-		require.Equal(t, "scheduled", state)
+		steps := dbassert.Jobs(t, b.pool, "embedding_backfill")
+		require.Len(t, steps, 1, "each step waiting for room is the same row; logs:\n%s", b.logs.String())
+		require.Equal(t, rivertype.JobStateScheduled, steps[0].State)
 	})
 
 	t.Run("TwoStepsAtOnceFillTheRoomOnce", func(t *testing.T) {
@@ -353,14 +352,17 @@ func TestEmbedding(t *testing.T) {
 			require.NoError(t, err)
 		}
 		b.start(t)
-		poll.UntilTrue(t, time.Minute, "both steps ran", func() bool {
-			var ran int
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill'
-				AND (state IN ('completed', 'scheduled') OR (state = 'available' AND attempt > 0))`).Scan(&ran))
-			return ran >= 2
+		poll.Until(t, time.Minute, "both steps ran", func() (bool, string) {
+			ran := 0
+			for _, j := range dbassert.Jobs(t, b.pool, "embedding_backfill") {
+				if j.State == rivertype.JobStateCompleted || j.State == rivertype.JobStateScheduled ||
+					(j.State == rivertype.JobStateAvailable && j.Attempt > 0) {
+					ran++
+				}
+			}
+			return ran >= 2, fmt.Sprintf("%d steps ran", ran)
 		})
-		var queued int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email'`).Scan(&queued))
+		queued := dbassert.JobCount(t, b.pool, "embed_email")
 		require.LessOrEqual(t, queued, 3, "the room is filled once; jobs:\n%s", b.jobHistory(t))
 	})
 
@@ -397,27 +399,18 @@ func TestEmbedding(t *testing.T) {
 		require.NoError(t, err)
 		refusing := embedding.Offer{Client: client, MaxBacklog: 0, BatchSize: 4, BackfillInterval: time.Hour}
 		require.NoError(t, refusing.Make(ctx, group, []uuid.UUID{id}))
-		var steps int
-		require.NoError(t, group.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill'`).Scan(&steps))
+		steps := dbassert.JobCount(t, group, "embedding_backfill")
 		require.Equal(t, 2, steps, "the refused offer left the message to the waiting step (beside the walk the start ran)")
 
 		// The step walks before the group commits, and finds nothing.
 		poll.UntilTrue(t, time.Minute, "the step waits for the refused offer's transaction", func() bool {
-			var waiting int
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting))
-			return waiting > 0
+			return dbassert.AdvisoryLocksAwaited(t, b.pool) > 0
 		})
 		require.NoError(t, group.Commit(ctx))
 		poll.UntilTrue(t, time.Minute, "a walk is coming for the message", func() bool {
-			var coming int
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embedding_backfill'
-				AND state IN ('available', 'scheduled')`).Scan(&coming))
-			return coming > 0
+			return dbassert.JobCount(t, b.pool, "embedding_backfill", rivertype.JobStateAvailable, rivertype.JobStateScheduled) > 0
 		})
-		require.Eventually(t, func() bool {
-			b.makeDue(t, "embedding_backfill")
-			return b.awaiting(t, "test-model") == 0
-		}, time.Minute, 200*time.Millisecond, "logs:\n%s", b.logs.String())
+		b.waitEmbedded(t, "embedding_backfill", time.Minute)
 	})
 
 	t.Run("RemovingAndAddingTheProfileBackLosesNothing", func(t *testing.T) {

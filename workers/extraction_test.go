@@ -2,15 +2,20 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 const quotedReply = "From: Alice <alice@example.test>\r\n" +
@@ -50,12 +55,10 @@ func TestExtractionAndSearch(t *testing.T) {
 		require.Empty(t, search("zeppelin"), "words only in trimmed quoted history")
 		require.Empty(t, search("xylophone"), "words only inside an attachment")
 
-		var attachments int
-		var readable bool
-		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT attachment_count, mime_readable FROM stored_emails WHERE message_id = 'reply-1@example.test'`).Scan(&attachments, &readable))
-		require.Equal(t, 1, attachments)
-		require.True(t, readable)
+		reply := b.storedMessage(t, "reply-1@example.test")
+		require.Equal(t, 1, reply.AttachmentCount)
+		require.NotNil(t, reply.MIMEReadable)
+		require.True(t, *reply.MIMEReadable)
 	})
 
 	t.Run("BackfillCompletesOlderMessagesThenStops", func(t *testing.T) {
@@ -73,38 +76,52 @@ func TestExtractionAndSearch(t *testing.T) {
 			}
 			return mailgen.Message(13, i, 2000)
 		})
-		documents := func() int {
-			var n int
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM email_search_documents`).Scan(&n))
-			return n
-		}
+		documents := func() int { return dbassert.Counts(t, b.pool).SearchDocuments }
 
 		// One run: two batches of three, then it yields for the interval.
 		b.start(t)
 		b.waitIdle(t)
 		require.Equal(t, 6, documents())
 		var position uuid.UUID
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_stored_email_id FROM extraction_backfill_positions`).Scan(&position))
+		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) (err error) {
+			position, err = searchindex.BackfillPosition(ctx, tx)
+			return err
+		}))
 		require.Equal(t, ids[5], position)
 
 		// A restart (as after a crash) resumes from the committed position.
 		b.start(t)
-		_, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'extraction_backfill' AND state = 'scheduled'`)
-		require.NoError(t, err)
+		dbassert.MakeJobsDue(t, b.pool, "extraction_backfill", rivertype.JobStateScheduled)
 		b.waitIdle(t)
 		require.Equal(t, 10, documents())
-		var unreadable int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE mime_readable = false AND mime_failure = 'Unparseable'`).Scan(&unreadable))
+		unreadable := 0
+		for _, o := range dbassert.Occurrences(t, b.pool, "") {
+			if o.MIMEReadable != nil && !*o.MIMEReadable && o.MIMEFailure == "Unparseable" {
+				unreadable++
+			}
+		}
 		require.Equal(t, 1, unreadable, "an unreadable message is stepped over, not retried forever")
 
 		// Nothing is left: the last batch found no work and ended the walk.
-		require.Eventually(t, func() bool {
-			var pending int
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'extraction_backfill'
-				AND state IN ('available', 'scheduled', 'retryable', 'running')`).Scan(&pending))
-			return pending == 0
-		}, 10*time.Second, 50*time.Millisecond)
+		poll.Until(t, 10*time.Second, "no extraction backfill step is left", func() (bool, string) {
+			pending := dbassert.JobCount(t, b.pool, "extraction_backfill", rivertype.JobStateAvailable,
+				rivertype.JobStateScheduled, rivertype.JobStateRetryable, rivertype.JobStateRunning)
+			return pending == 0, fmt.Sprintf("%d steps coming", pending)
+		})
 	})
+}
+
+// storedMessage returns the stored occurrence of the message whose
+// Message-ID is messageID.
+func (b *syncBundle) storedMessage(t *testing.T, messageID string) dbassert.Occurrence {
+	t.Helper()
+	for _, o := range dbassert.Occurrences(t, b.pool, "") {
+		if o.MessageID == messageID {
+			return o
+		}
+	}
+	require.Failf(t, "not stored", "no message %s", messageID)
+	return dbassert.Occurrence{}
 }
 
 // storeUnextracted stores n messages in primary's INBOX the way a version

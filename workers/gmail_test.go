@@ -2,14 +2,17 @@ package workers_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/google/uuid"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/gmailtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -51,10 +54,13 @@ func setupGmailSync(t *testing.T, s *gmailtest.Server) *syncBundle {
 // message whose Message-ID is messageID.
 func (b *syncBundle) gmailLabels(t *testing.T, messageID string) []string {
 	t.Helper()
-	var labels []string
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT remote_labels FROM served_stored_emails WHERE message_id = $1`, messageID).Scan(&labels))
-	return labels
+	for _, o := range dbassert.Occurrences(t, b.pool, "") {
+		if o.Served && o.MessageID == messageID {
+			return o.Labels
+		}
+	}
+	require.Failf(t, "not served", "no served message %s", messageID)
+	return nil
 }
 
 // TestGmailMessageInThreeFoldersIsStoredOnce: on a Gmail-like server a
@@ -92,15 +98,15 @@ func TestGmailMessageInThreeFoldersIsStoredOnce(t *testing.T) {
 		require.Equal(t, 1, n, "email %s", id)
 	}
 	require.ElementsMatch(t, []string{gmailtest.LabelInbox, "Work"}, b.gmailLabels(t, messageID))
-	var threads int
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT count(DISTINCT server_thread_id) FROM stored_emails WHERE message_id = $1`, messageID).Scan(&threads))
-	require.Equal(t, 1, threads, "one thread across the folders")
-	var runs, carried int
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT count(*) FILTER (WHERE kind = 'account_run'),
-		       count(*) FILTER (WHERE kind IN ('folder_pass', 'reconcile_window') AND metadata ? 'carried_by')
-		FROM river_job WHERE state = 'completed'`).Scan(&runs, &carried))
+	var threads []string
+	for _, o := range dbassert.Occurrences(t, b.pool, "") {
+		if o.MessageID == messageID && o.ServerThreadID != "" && !slices.Contains(threads, o.ServerThreadID) {
+			threads = append(threads, o.ServerThreadID)
+		}
+	}
+	require.Len(t, threads, 1, "one thread across the folders")
+	runs := dbassert.JobCount(t, b.pool, "account_run", rivertype.JobStateCompleted)
+	carried := carried(b.completed(t, "folder_pass")) + carried(b.completed(t, "reconcile_window"))
 	require.Equal(t, 6, carried, "the run carried the three folders' passes and their windows")
 	require.Equal(t, runs, srv.Sessions(), "one login per run, identities asked on the pass's own connection")
 

@@ -1,7 +1,6 @@
 package workers_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/emersion/go-imap/v2"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 )
 
@@ -18,12 +18,8 @@ type identityCounts struct{ occurrences, contents, documents, served int }
 
 func (b *syncBundle) identityCounts(t *testing.T) identityCounts {
 	t.Helper()
-	var c identityCounts
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT (SELECT count(*) FROM stored_emails), (SELECT count(*) FROM email_message_contents),
-		       (SELECT count(*) FROM email_search_documents), (SELECT count(*) FROM served_stored_emails)`,
-	).Scan(&c.occurrences, &c.contents, &c.documents, &c.served))
-	return c
+	c := dbassert.Counts(t, b.pool)
+	return identityCounts{occurrences: c.Occurrences, contents: c.Contents, documents: c.SearchDocuments, served: c.Served}
 }
 
 // TestCyrusCopyToASecondFolderIsStoredOnce: Cyrus offers OBJECTID, and a
@@ -107,7 +103,6 @@ func TestCyrusCopyToASecondFolderIsStoredOnce(t *testing.T) {
 // if it were new mail.
 func TestCyrusMessageServedAgainIsEmbedded(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b, u := setupCyrusSync(t, cyrus.Shared(t))
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
@@ -159,10 +154,6 @@ func TestCyrusMessageServedAgainIsEmbedded(t *testing.T) {
 	b.runAgain(t)
 	require.Equal(t, identityCounts{occurrences: 2, contents: 1, documents: 1, served: 1}, b.identityCounts(t))
 	require.Equal(t, 1.0, b.lastPassOutput(t, "FILED")["shared"], "stored once, as an occurrence of the email held")
-	var awaiting int
-	require.NoError(t, b.pool.QueryRow(ctx, `
-		SELECT count(*) FROM email_passages p JOIN served_stored_emails e ON e.id = p.stored_email_id
-		WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal)`).Scan(&awaiting))
-	require.Zero(t, awaiting, "the message served again has its vectors")
+	require.Zero(t, dbassert.PassagesWithoutVectors(t, b.pool), "the message served again has its vectors")
 	require.Positive(t, srv.Inputs())
 }

@@ -1,12 +1,14 @@
 package workers_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,13 +18,14 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/nocopyuid"
@@ -91,11 +94,31 @@ func setupMutationsWith(t *testing.T, srv *dovecot.Server,
 // emailID is the stored email of uid in INBOX.
 func (b *mutationBundle) emailID(t *testing.T, uid imap.UID) uuid.UUID {
 	t.Helper()
-	var id uuid.UUID
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT e.id FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
-		WHERE f.alias = 'INBOX' AND e.uid = $1`, int64(uid)).Scan(&id))
-	return id
+	return storedAt(t, b.pool, "INBOX", uid).ID
+}
+
+// storedAt is the occurrence stored at uid of alias.
+func storedAt(t *testing.T, pool *pgxpool.Pool, alias string, uid imap.UID) dbassert.Occurrence {
+	t.Helper()
+	for _, o := range dbassert.Occurrences(t, pool, alias) {
+		if o.UID == uint32(uid) {
+			return o
+		}
+	}
+	require.Failf(t, "not stored", "nothing stored at UID %d of %s", uid, alias)
+	return dbassert.Occurrence{}
+}
+
+// tombstones counts the stored occurrences whose expunge was observed.
+func tombstones(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	n := 0
+	for _, o := range dbassert.Occurrences(t, pool, "") {
+		if o.Tombstoned {
+			n++
+		}
+	}
+	return n
 }
 
 func (b *mutationBundle) request(t *testing.T, uid imap.UID, kind, dest string) mailstore.Mutation {
@@ -176,9 +199,8 @@ func TestMailboxMutations(t *testing.T) {
 			// relocation carried the stored email across (same id, same
 			// content row, nothing fetched for it), the copy is stored as a
 			// discovery, and nothing else is tombstoned.
-			var contentBefore []byte
-			require.NoError(t, b.pool.QueryRow(context.Background(),
-				`SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`, move.EmailID).Scan(&contentBefore))
+			contentBefore := dbassert.OccurrenceByID(t, b.pool, move.EmailID).ContentSHA256
+			require.NotNil(t, contentBefore)
 			before := len(reads.Lines())
 			b.runAgain(t)
 			// The only body fetched on the wire is the copy's.
@@ -197,20 +219,14 @@ func TestMailboxMutations(t *testing.T) {
 			require.False(t, moved.Tombstoned)
 			require.Equal(t, "ARCHIVE", moved.Alias)
 			require.Equal(t, got.PlacedUID, moved.UID)
-			var contentAfter []byte
-			require.NoError(t, b.pool.QueryRow(context.Background(),
-				`SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`, move.EmailID).Scan(&contentAfter))
-			require.Equal(t, contentBefore, contentAfter)
+			require.Equal(t, contentBefore, dbassert.OccurrenceByID(t, b.pool, move.EmailID).ContentSHA256)
 			archive := b.stored(t, "ARCHIVE")
 			require.Len(t, archive, 2, "the carried email and the copy, no third row")
 			out := b.lastPassOutput(t, "ARCHIVE")
 			require.EqualValues(t, 1, out["carried_by_mailfathom"])
 			require.EqualValues(t, 1, out["copied_by_mailfathom"])
 			require.EqualValues(t, 1, out["stored"], "only the copy's body was fetched")
-			var tombstones int
-			require.NoError(t, b.pool.QueryRow(context.Background(),
-				`SELECT count(*) FROM stored_emails WHERE remote_expunge_observed_at IS NOT NULL`).Scan(&tombstones))
-			require.Equal(t, 1, tombstones, "only the email MailFathom deleted")
+			require.Equal(t, 1, tombstones(t, b.pool), "only the email MailFathom deleted")
 			require.Len(t, b.stored(t, "INBOX"), 5, "four still in INBOX, the deleted one tombstoned")
 			require.Contains(t, b.logs.String(), "discoveries recognized as changes of MailFathom's own and withheld")
 
@@ -344,9 +360,8 @@ func TestPlacementWhoseAnswerIsLost(t *testing.T) {
 			cutter := &answerCutter{armed: true}
 			srv := dovecot.Start(t, opts...)
 			b := setupMutationsOn(t, srv, cutter.open(srv))
-			var sha []byte
-			require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`,
-				b.emailID(t, b.uids[0])).Scan(&sha))
+			sha := dbassert.OccurrenceByID(t, b.pool, b.emailID(t, b.uids[0])).ContentSHA256
+			require.NotNil(t, sha)
 			move := b.request(t, b.uids[0], "move", "archive")
 			b.waitIdle(t)
 			got := b.mutation(t, move.ID)
@@ -380,9 +395,7 @@ func TestPlacementWhoseAnswerIsLost(t *testing.T) {
 			// it waits out the grace and is given up on, readably.
 			require.Equal(t, mailstore.StagePlacementIssued, got.Stage)
 			require.NotEqual(t, mailstore.MutationDeadLettered, got.State)
-			_, err := b.pool.Exec(context.Background(),
-				`UPDATE mailbox_mutations SET placement_issued_at = now() - interval '7 hours' WHERE id = $1`, move.ID)
-			require.NoError(t, err)
+			dbassert.BackdatePlacement(t, b.pool, move.ID, 7*time.Hour)
 			b.runAgain(t)
 			got = b.mutation(t, move.ID)
 			require.Equal(t, mailstore.MutationDeadLettered, got.State)
@@ -443,8 +456,7 @@ func TestFailingChangeSpendsItsAttempts(t *testing.T) {
 	uid := b.user.Append("Filed", mailgen.Message(15, 1, 800), time.Now())
 	b.start(t)
 	b.waitIdle(t)
-	var emailID uuid.UUID
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT id FROM stored_emails WHERE uid = $1`, int64(uid)).Scan(&emailID))
+	emailID := storedAt(t, b.pool, "FILED", uid).ID
 	// The folder goes away on the server: selecting it is refused from now on.
 	b.user.DeleteFolder("Filed")
 	m, _, err := mutation.Record(context.Background(), b.pool, b.deps(t).Config, b.client,
@@ -552,14 +564,13 @@ func openWithoutCopyUID(srv *dovecot.Server, f *nocopyuid.Filter) func(ctx conte
 // stored as sha, in alias order.
 func (b *mutationBundle) servedCopies(t *testing.T, sha []byte) []string {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT f.alias FROM served_stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		JOIN email_message_contents c ON c.stored_email_id = e.id
-		WHERE c.sha256 = $1 ORDER BY f.alias`, sha)
-	require.NoError(t, err)
-	aliases, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
+	var aliases []string
+	for _, o := range dbassert.Occurrences(t, b.pool, "") {
+		if o.Served && bytes.Equal(o.ContentSHA256, sha) {
+			aliases = append(aliases, o.Alias)
+		}
+	}
+	slices.Sort(aliases)
 	return aliases
 }
 
@@ -589,9 +600,8 @@ func TestRelocationWithoutPlacement(t *testing.T) {
 			var filter nocopyuid.Filter
 			srv := dovecot.Start(t, dovecot.WithCapability(tc.caps))
 			b := setupMutationsOn(t, srv, openWithoutCopyUID(srv, &filter))
-			var sha []byte
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT sha256 FROM email_message_contents WHERE stored_email_id = $1`,
-				b.emailID(t, b.uids[0])).Scan(&sha))
+			sha := dbassert.OccurrenceByID(t, b.pool, b.emailID(t, b.uids[0])).ContentSHA256
+			require.NotNil(t, sha)
 
 			move := b.request(t, b.uids[0], "move", "archive")
 			b.waitIdle(t)
@@ -628,9 +638,7 @@ func TestRelocationWithoutPlacement(t *testing.T) {
 			}
 			require.Equal(t, []string{"ARCHIVE"}, b.servedCopies(t, sha), "one served copy, the destination's")
 
-			var reason string
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_expunge_reason FROM stored_emails WHERE id = $1`, move.EmailID).Scan(&reason))
-			require.Equal(t, "RelocatedByMailFathom", reason)
+			require.Equal(t, "RelocatedByMailFathom", dbassert.OccurrenceByID(t, b.pool, move.EmailID).ExpungeReason)
 			got = b.mutation(t, move.ID)
 			require.True(t, got.Unjoined())
 			require.False(t, got.SourceLeftAt.IsZero())

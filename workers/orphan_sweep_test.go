@@ -4,10 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/workers"
@@ -27,20 +29,14 @@ func TestSweepOrphansCoversEveryKind(t *testing.T) {
 	logs := &capture.Buffer{}
 	ids := map[string]int64{}
 	for _, kind := range jobs.Kinds {
-		var id int64
-		// On a queue no worker takes, attempted by a process that is gone.
-		require.NoError(t, pool.QueryRow(ctx, `
-			INSERT INTO river_job (kind, args, queue, state, attempt, max_attempts, attempted_at, attempted_by, priority, scheduled_at)
-			VALUES ($1, '{}', 'nobody', 'running', 1, 10, now() - interval '1 minute', ARRAY['a-process-that-died'], 1, now())
-			RETURNING id`, kind).Scan(&id))
-		ids[kind] = id
+		ids[kind] = dbassert.InsertOrphanedJob(t, pool, kind)
 	}
 	deps, err := workers.NewDependencies(workers.Dependencies{Pool: pool, Config: cfg})
 	require.NoError(t, err)
 	require.NoError(t, workers.SweepOrphans(ctx, deps, logs.Logger()))
 	for kind, id := range ids {
-		var state string
-		require.NoError(t, pool.QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, id).Scan(&state))
-		require.Equal(t, "available", state, "a %s job of a process that died", kind)
+		job := dbassert.LastJob(t, pool, kind)
+		require.Equal(t, id, job.ID)
+		require.Equal(t, rivertype.JobStateAvailable, job.State, "a %s job of a process that died", kind)
 	}
 }

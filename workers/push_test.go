@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,12 +18,15 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/config"
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/push"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
+	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 	"github.com/mailfathom/mailfathom/workers"
 )
 
@@ -195,10 +199,11 @@ func TestPushSubscriptionStoresDeliveriesAtOnce(t *testing.T) {
 func (b *syncBundle) waitFlags(t *testing.T, state string, within time.Duration) {
 	t.Helper()
 	poll.Until(t, within, fmt.Sprintf("INBOX message is %q", state), func() (bool, string) {
-		var got string
-		require.NoError(t, b.pool.QueryRow(context.Background(), `
-			SELECT array_to_string(e.remote_flags, ' ') || CASE WHEN e.remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
-			FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id WHERE f.alias = 'INBOX'`).Scan(&got))
+		stored := dbassert.Occurrences(t, b.pool, "INBOX")
+		if len(stored) != 1 {
+			return false, fmt.Sprintf("%d messages stored; logs:\n%s", len(stored), b.logs.String())
+		}
+		got := stored[0].State()
 		return got == state, fmt.Sprintf("%q; logs:\n%s", got, b.logs.String())
 	})
 }
@@ -238,6 +243,7 @@ func TestPushWithoutIdlePolls(t *testing.T) {
 				modeLine("INBOX", "Polling"), modeLine("ARCHIVE", "Polling"))
 			b.waitIdle(t)
 			deliver(b.user, "INBOX", 1)
+			// Longer than a watch takes to have a delivery stored; nothing marks the absence of one.
 			time.Sleep(3 * time.Second)
 			require.Empty(t, b.stored(t, "INBOX"), "nothing watches the folder: it waits for the interval")
 		})
@@ -350,6 +356,18 @@ func TestPushSurvivesServerRestarts(t *testing.T) {
 	b := setupPush(t)
 	b.fastFailures()
 	b.env["MAILFATHOM_SYNC_MAX_CONSECUTIVE_PUSH_FAILURES"] = "5"
+	// The watch connects in the clear, so its IDLE commands can be read.
+	var watch wiretap.Recorder
+	fast := b.editDeps
+	b.editDeps = func(d *workers.Dependencies) {
+		fast(d)
+		d.OpenWatch = func(ctx context.Context, ep imapx.Endpoint) (*imapx.WatchSession, error) {
+			ep.Security, ep.Port = imapx.None, b.server.Port()
+			ep.AllowInsecureConnection, ep.AllowClearTextOverUnencrypted = true, true
+			ep.Dial = watch.Dial("")
+			return imapx.OpenWatchSession(ctx, ep, imapx.SessionOptions{CommandTimeout: 3 * time.Second})
+		}
+	}
 	b.start(t)
 	established := line("account watches its folders through one push subscription", "account", "primary")
 	b.waitLog(t, pushBound, established)
@@ -358,8 +376,19 @@ func TestPushSurvivesServerRestarts(t *testing.T) {
 	for i := 1; i <= restarts; i++ {
 		b.server.Restart()
 		b.waitCount(t, established, i+1, 30*time.Second)
-		// Two renewals: waits that returned.
-		time.Sleep(5 * time.Second)
+		// Two renewals: waits that returned. The watch asks for its next
+		// IDLE only once the one before has returned, so the third IDLE
+		// of the connection established is the sign.
+		poll.Until(t, 30*time.Second, "two waits of the restored subscription returned", func() (bool, string) {
+			conns := watch.Conns()
+			idles := 0
+			for _, l := range conns[len(conns)-1] {
+				if f := strings.Fields(l); len(f) == 2 && strings.EqualFold(f[1], "IDLE") {
+					idles++
+				}
+			}
+			return idles >= 3, fmt.Sprintf("%d IDLE commands on the newest of %d connections", idles, len(conns))
+		})
 		deliver(b.user, "INBOX", i)
 		b.waitStored(t, "INBOX", i, pushBound)
 	}
@@ -466,10 +495,7 @@ func TestPushWatchRearmsOnTheSameRow(t *testing.T) {
 	b.waitCount(t, established, rearmed, time.Minute)
 	b.waitIdle(t)
 	require.Equal(t, synchronized, b.countLog(passes), "a re-arm queues no pass for folders that did not change; logs:\n%s", b.logs.String())
-	var rows int
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM river_job WHERE kind = 'watch'`).Scan(&rows))
-	require.Equal(t, 1, rows, "one row per account, re-armed in place")
+	require.Equal(t, 1, dbassert.JobCount(t, b.pool, "watch"), "one row per account, re-armed in place")
 	deliver(b.user, "INBOX", 1)
 	b.waitStored(t, "INBOX", 1, pushBound)
 	require.Equal(t, 1, b.countLog(modeLine("INBOX", "Push")), "a re-arm is not a change of mode")
@@ -522,18 +548,20 @@ func TestPushReportDuringAPassRunsItOnceMore(t *testing.T) {
 	// pass's.
 	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS")
 	delete(b.env, "MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH")
+	// The armed opening hands itself to the test (opening) and goes on
+	// once the test lets it (proceed).
 	var armed atomic.Bool
+	opening, proceed := make(chan struct{}), make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(proceed) }) })
 	b.editDeps = func(d *workers.Dependencies) {
 		d.OpenSession = func(ctx context.Context, ep imapx.Endpoint) (*imapx.ReadSession, error) {
 			if armed.CompareAndSwap(true, false) {
-				deliver(b.user, "INBOX", 2)
-				for {
-					var marked bool
-					err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM folder_states WHERE alias = 'INBOX' AND change_reported_at IS NOT NULL)`).Scan(&marked)
-					if err != nil || marked {
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
+				close(opening)
+				select {
+				case <-proceed:
+				case <-ctx.Done():
+					return nil, ctx.Err()
 				}
 			}
 			return imapx.OpenReadSession(ctx, ep, imapx.SessionOptions{})
@@ -544,6 +572,18 @@ func TestPushReportDuringAPassRunsItOnceMore(t *testing.T) {
 	b.waitIdle(t)
 	armed.Store(true)
 	deliver(b.user, "INBOX", 1)
+	select {
+	case <-opening:
+	case <-time.After(pushBound):
+		t.Fatalf("no pass opened its session within %v of the delivery; logs:\n%s", pushBound, b.logs.String())
+	}
+	deliver(b.user, "INBOX", 2)
+	poll.Until(t, pushBound, "the report left a mark for the running pass", func() (bool, string) {
+		marked, err := mailstore.ChangeReported(context.Background(), b.pool, "primary", "INBOX")
+		require.NoError(t, err)
+		return marked, "no change of INBOX reported"
+	})
+	release.Do(func() { close(proceed) })
 	b.waitStored(t, "INBOX", 2, pushBound)
 	b.waitLog(t, pushBound, line("a change was reported while the pass ran; the folder is read once more", "account", "primary", "alias", "INBOX"))
 	require.False(t, armed.Load())

@@ -1,14 +1,16 @@
 package workers_test
 
 import (
-	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
@@ -18,18 +20,10 @@ import (
 // UID (erased rows are absent).
 func (b *syncBundle) reconciled(t *testing.T) map[int64]string {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT uid, array_to_string(remote_flags, ' ') || CASE WHEN remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
-		FROM stored_emails ORDER BY uid`)
-	require.NoError(t, err)
 	out := map[int64]string{}
-	for rows.Next() {
-		var uid int64
-		var state string
-		require.NoError(t, rows.Scan(&uid, &state))
-		out[uid] = state
+	for _, o := range dbassert.Occurrences(t, b.pool, "") {
+		out[int64(o.UID)] = o.State()
 	}
-	require.NoError(t, rows.Err())
 	return out
 }
 
@@ -72,10 +66,8 @@ func TestReconciliation(t *testing.T) {
 			assertUnseen(t, b.user, "INBOX")
 			require.Contains(t, b.logs.String(), "messages left the folder on the server")
 			if name != "Plain" {
-				var modseq *int64
-				require.NoError(t, b.pool.QueryRow(context.Background(),
-					`SELECT highest_modseq FROM synchronization_checkpoints`).Scan(&modseq))
-				require.NotNil(t, modseq, "a pass that emptied the queue records the folder's modification sequence")
+				require.NotNil(t, dbassert.Checkpoint(t, b.pool, "INBOX").HighestModSeq,
+					"a pass that emptied the queue records the folder's modification sequence")
 			}
 		})
 	}
@@ -84,9 +76,7 @@ func TestReconciliation(t *testing.T) {
 		t.Parallel()
 		b, got := scenario(t, "EraseLocalCopy")
 		require.Equal(t, map[int64]string{1: `\Flagged`, 3: ``, 4: ``, 6: ``}, got)
-		var contents int
-		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM email_message_contents`).Scan(&contents))
-		require.Equal(t, 4, contents)
+		require.Equal(t, 4, dbassert.Counts(t, b.pool).Contents)
 	})
 }
 
@@ -128,9 +118,8 @@ func TestReconciliationNarrowsFromTheFirstSynchronization(t *testing.T) {
 	seed(t, b.user, "INBOX", 10, 23)
 	b.start(t)
 	b.waitIdle(t)
-	var modseq *int64
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT highest_modseq FROM synchronization_checkpoints`).Scan(&modseq))
-	require.NotNil(t, modseq, "the first synchronization records the folder's modification sequence")
+	require.NotNil(t, dbassert.Checkpoint(t, b.pool, "INBOX").HighestModSeq,
+		"the first synchronization records the folder's modification sequence")
 	require.Contains(t, b.logs.String(), `"cycle":"started,completed"`, "the folder pass says so")
 
 	b.user.SetFlags("INBOX", 9, []imap.Flag{imap.FlagFlagged}, nil)
@@ -151,12 +140,15 @@ func TestReconciliationConvergesWithoutStarvingObservedMail(t *testing.T) {
 	seed(t, b.user, "INBOX", 10, 22)
 	b.start(t)
 	b.waitIdle(t)
-	ctx := context.Background()
 
-	observedAt := func(uid int) *time.Time {
-		var at *time.Time
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT remote_flags_observed_at FROM stored_emails WHERE uid = $1`, uid).Scan(&at))
-		return at
+	observedAt := func(uid uint32) *time.Time {
+		for _, o := range dbassert.Occurrences(t, b.pool, "INBOX") {
+			if o.UID == uid {
+				return o.FlagsObservedAt
+			}
+		}
+		require.Failf(t, "not stored", "UID %d", uid)
+		return nil
 	}
 	first := observedAt(1)
 	require.NotNil(t, first, "the first synchronization observed the flags it fetched")
@@ -173,8 +165,12 @@ func TestReconciliationConvergesWithoutStarvingObservedMail(t *testing.T) {
 	for range 6 {
 		b.runAgain(t)
 	}
-	var never int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE remote_flags_observed_at IS NULL`).Scan(&never))
+	never := 0
+	for _, o := range dbassert.Occurrences(t, b.pool, "") {
+		if o.FlagsObservedAt == nil {
+			never++
+		}
+	}
 	require.Zero(t, never)
 }
 
@@ -185,7 +181,6 @@ func TestReconciliationConvergesWithoutStarvingObservedMail(t *testing.T) {
 // by the run that carried them.
 func TestOneLoginPerRun(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b := setupSync(t)
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_ALIAS"] = "inbox"
 	b.env["MAILFATHOM_ACCOUNTS_0_FOLDERS_0_REMOTE_PATH"] = "INBOX"
@@ -196,15 +191,14 @@ func TestOneLoginPerRun(t *testing.T) {
 	b.runAgain(t)
 	require.Equal(t, map[int64]string{1: ``, 2: `\Flagged`, 3: ``}, b.reconciled(t), "the second run's window saw the flag")
 
-	var runs, passes, windows int
-	require.NoError(t, b.pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE kind = 'account_run'),
-		       count(*) FILTER (WHERE kind = 'folder_pass' AND metadata ? 'carried_by'),
-		       count(*) FILTER (WHERE kind = 'reconcile_window' AND metadata ? 'carried_by')
-		FROM river_job WHERE state = 'completed'`).Scan(&runs, &passes, &windows))
+	runs := dbassert.JobCount(t, b.pool, "account_run", rivertype.JobStateCompleted)
+	passes, windows := carried(b.completed(t, "folder_pass")), carried(b.completed(t, "reconcile_window"))
 	require.Equal(t, []int{2, 2, 2}, []int{runs, passes, windows}, "two runs, each carrying its pass and its window")
 	logins := func() int { return strings.Count(b.server.Log(), "Login: user=<"+b.user.Name()+">") }
 	// Dovecot's log process writes a login's line a moment after it.
-	poll.UntilTrue(t, dovecot.LogWait, "Dovecot logged the runs' logins", func() bool { return logins() >= runs })
+	poll.Until(t, dovecot.LogWait, "Dovecot logged the runs' logins", func() (bool, string) {
+		n := logins()
+		return n >= runs, fmt.Sprintf("%d logins, %d runs", n, runs)
+	})
 	require.Equal(t, runs, logins(), "one login for each of %d runs", runs)
 }

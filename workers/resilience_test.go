@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
 
@@ -170,27 +171,22 @@ type jobRow struct {
 // jobs returns the jobs of kind in insertion order.
 func (b *syncBundle) jobs(t *testing.T, kind string) []jobRow {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(),
-		`SELECT id, state, attempt, coalesce(args->>'account_id', '') FROM river_job WHERE kind = $1 ORDER BY id`, kind)
-	require.NoError(t, err)
-	defer rows.Close()
 	var out []jobRow
-	for rows.Next() {
-		var r jobRow
-		require.NoError(t, rows.Scan(&r.id, &r.state, &r.attempt, &r.account))
-		out = append(out, r)
+	for _, j := range dbassert.Jobs(t, b.pool, kind) {
+		account, _ := j.Arg("account_id").(string)
+		out = append(out, jobRow{id: j.ID, state: string(j.State), attempt: j.Attempt, account: account})
 	}
-	require.NoError(t, rows.Err())
 	return out
 }
 
-// jobText is every job's arguments and recorded errors.
+// jobText is every job's arguments, recorded errors and metadata.
 func (b *syncBundle) jobText(t *testing.T) string {
 	t.Helper()
-	var s string
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT coalesce(string_agg(args::text || coalesce(errors::text, '') || coalesce(metadata::text, ''), ' '), '') FROM river_job`).Scan(&s))
-	return s
+	var texts []string
+	for _, j := range dbassert.Jobs(t, b.pool, "") {
+		texts = append(texts, j.Text())
+	}
+	return strings.Join(texts, " ")
 }
 
 // gauge reads one labelled value of a gauge from the latest start's
@@ -281,11 +277,11 @@ func (b *syncBundle) addAccount(t *testing.T, i int, id string, u *dovecot.User)
 // storedFor counts the stored occurrences of account's alias.
 func (b *syncBundle) storedFor(t *testing.T, account, alias string) int {
 	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT count(*) FROM stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-		WHERE a.account_key = lower($1) AND f.alias = upper($2)`, account, alias).Scan(&n))
+	n := 0
+	for _, o := range dbassert.Occurrences(t, b.pool, strings.ToUpper(alias)) {
+		if o.Account == strings.ToLower(account) {
+			n++
+		}
+	}
 	return n
 }

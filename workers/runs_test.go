@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/workers"
@@ -43,16 +45,10 @@ func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 	}
 	require.Zero(t, state().ConsecutiveFailures)
 	require.False(t, state().RunFailed)
-	runs := func() int {
-		var n int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
-			WHERE kind = 'account_run' AND state = 'completed'`).Scan(&n))
-		return n
-	}
+	runs := func() int { return dbassert.JobCount(t, b.pool, "account_run", rivertype.JobStateCompleted) }
 	lastPass := func() (state, lastError string) {
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state::text, errors[array_length(errors, 1)]->>'error' FROM river_job
-			WHERE kind = 'folder_pass' ORDER BY id DESC LIMIT 1`).Scan(&state, &lastError))
-		return state, lastError
+		pass := dbassert.LastJob(t, b.pool, "folder_pass")
+		return string(pass.State), pass.LastError()
 	}
 
 	// The folder goes away after its binding was committed: its pass
@@ -63,7 +59,8 @@ func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 	_, err := b.client.Insert(ctx, jobs.FolderPass{AccountID: "primary", Alias: "CLIENTS"}, nil)
 	require.NoError(t, err)
 	poll.Until(t, 30*time.Second, "the account's run comes at once", func() (bool, string) {
-		return runs() > before, ""
+		n := runs()
+		return n > before, fmt.Sprintf("%d account runs completed, %d before the pass", n, before)
 	})
 	b.waitIdle(t)
 	passState, lastError := lastPass()
@@ -82,9 +79,14 @@ func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 	require.Equal(t, "cancelled", passState)
 	require.Contains(t, lastError, "[MailboxCommandRefused]")
 	require.True(t, state().RunFailed)
-	var folderFailure string
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_failure_identity FROM folder_states
-		WHERE account_key = 'primary' AND alias = 'CLIENTS'`).Scan(&folderFailure))
+	_, folders, err := mailstore.RunStates(ctx, b.pool)
+	require.NoError(t, err)
+	folderFailure := ""
+	for _, f := range folders {
+		if f.AccountKey == "primary" && f.Alias == "CLIENTS" {
+			folderFailure = f.LastFailureIdentity
+		}
+	}
 	require.Equal(t, "MailboxCommandRefused", folderFailure)
 
 	// The metrics read the same state from the database.
@@ -98,9 +100,10 @@ func TestFolderFailureBacksOffTheAccount(t *testing.T) {
 	// backoff of two failed runs: four times the interval (the 4h ceiling),
 	// less its jitter.
 	started := *state().RunStartedAt
-	var scheduledAt time.Time
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT scheduled_at FROM river_job
-		WHERE kind = 'account_run' AND state = 'scheduled'`).Scan(&scheduledAt))
+	next, err := jobqueue.PendingRuns(ctx, b.pool, "account_run")
+	require.NoError(t, err)
+	require.Equal(t, "scheduled", next["primary"].State)
+	scheduledAt := next["primary"].ScheduledAt
 	require.GreaterOrEqual(t, scheduledAt, started.Add(192*time.Minute))
 	require.LessOrEqual(t, scheduledAt, started.Add(240*time.Minute))
 
@@ -129,17 +132,14 @@ func TestMissingAccountRunIsRepaired(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "the account has its next run")
 
-	_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now()
-		WHERE kind = 'account_run' AND state = 'scheduled'`)
-	require.NoError(t, err)
+	dbassert.CancelJobs(t, b.pool, "account_run", rivertype.JobStateScheduled)
 	n, err = workers.RepairAccountRuns(ctx, deps, b.client, deps.Logger)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Contains(t, b.logs.String(), "the account had no next run (cancelled, deleted or discarded); one is scheduled now")
 	b.waitIdle(t)
-	var pending int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job
-		WHERE kind = 'account_run' AND state IN ('scheduled', 'available', 'running')`).Scan(&pending))
+	pending := dbassert.JobCount(t, b.pool, "account_run",
+		rivertype.JobStateScheduled, rivertype.JobStateAvailable, rivertype.JobStateRunning)
 	require.Equal(t, 1, pending, "the repaired run ran and scheduled its successor")
 }
 
@@ -177,20 +177,17 @@ func TestStartMakesEveryAccountDue(t *testing.T) {
 	b.waitIdle(t)
 	deps := b.deps(t)
 	nextRun := func() (string, time.Time) {
-		var state string
-		var at time.Time
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state::text, scheduled_at FROM river_job
-			WHERE kind = 'account_run' AND state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&state, &at))
-		return state, at
+		next, err := jobqueue.PendingRuns(ctx, b.pool, "account_run")
+		require.NoError(t, err)
+		run, ok := next["primary"]
+		require.True(t, ok, "the account has a run coming")
+		return run.State, run.ScheduledAt
 	}
 
 	// Backing off after four failed runs, its next run half an hour away.
-	_, err := b.pool.Exec(ctx, `UPDATE account_states SET consecutive_failures = 4, run_failed = true,
-		run_started_at = now() - interval '10 minutes'`)
-	require.NoError(t, err)
-	_, err = b.pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() + interval '30 minutes',
-		args = args || '{"failures_before": 4}' WHERE kind = 'account_run' AND state = 'scheduled'`)
-	require.NoError(t, err)
+	dbassert.SetRunFailures(t, b.pool, "primary", 4, true)
+	dbassert.BackdateRunStart(t, b.pool, "primary", 10*time.Minute)
+	dbassert.DelayAccountRun(t, b.pool, 30*time.Minute, 4)
 	b.stop()
 	n, err := workers.ScheduleConfiguredAccounts(ctx, deps, b.client)
 	require.NoError(t, err)
@@ -204,8 +201,7 @@ func TestStartMakesEveryAccountDue(t *testing.T) {
 	require.False(t, st.RunFailed)
 
 	// Attempted moments ago: it waits out the minute.
-	_, err = b.pool.Exec(ctx, `UPDATE account_states SET run_started_at = now() - interval '10 seconds'`)
-	require.NoError(t, err)
+	dbassert.BackdateRunStart(t, b.pool, "primary", 10*time.Second)
 	n, err = workers.ScheduleConfiguredAccounts(ctx, deps, b.client)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -233,8 +229,7 @@ func TestStartSchedulingSurvivesADeadlock(t *testing.T) {
 	other, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = other.Rollback(ctx) }()
-	_, err = other.Exec(ctx, `UPDATE account_states SET consecutive_failures = 1 WHERE account_key = 'primary'`)
-	require.NoError(t, err)
+	dbassert.SetRunFailures(t, other, "primary", 1, false)
 
 	done := make(chan error, 1)
 	go func() {
@@ -243,9 +238,7 @@ func TestStartSchedulingSurvivesADeadlock(t *testing.T) {
 	}()
 	// The start holds the scheduling lock and waits for the row...
 	poll.UntilTrue(t, 10*time.Second, "the start waits for the account's row", func() bool {
-		var waiting bool
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid')`).Scan(&waiting))
-		return waiting
+		return dbassert.TransactionLockAwaited(t, b.pool)
 	})
 	// ...and the other transaction asks for the lock within the start's
 	// deadlock timeout, so the start's own check finds the cycle.

@@ -3,6 +3,7 @@ package workers_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +33,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
@@ -253,9 +256,7 @@ func (b *syncBundle) deps(t *testing.T) workers.Dependencies {
 // the work it causes.
 func (b *syncBundle) runAgain(t *testing.T) {
 	t.Helper()
-	_, err := b.pool.Exec(context.Background(),
-		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
-	require.NoError(t, err)
+	dbassert.MakeJobsDue(t, b.pool, "account_run", rivertype.JobStateScheduled)
 	b.waitIdle(t)
 }
 
@@ -267,14 +268,15 @@ func (b *syncBundle) waitIdle(t *testing.T) {
 	t.Helper()
 	// Settled is three looks in a row, 50ms apart, that find nothing due.
 	quiet := 0
+	embeddingsWaited := b.embedWorkers > 0 && !b.embeddingsUnwaited
 	poll.Every(t, 50*time.Millisecond, 2*time.Minute, "jobs settled", func() bool {
-		var busy int
-		require.NoError(t, b.pool.QueryRow(context.Background(), `
-			SELECT count(*) FROM river_job
-			WHERE kind <> 'watch' AND (state IN ('available', 'running', 'pending')
-			   OR (state IN ('scheduled', 'retryable') AND scheduled_at < now() + interval '20 seconds'))
-			  AND NOT (kind = 'mutation_stage' AND $1)
-			  AND (queue <> 'embeddings' OR $2)`, b.noMutationWorkers, b.embedWorkers > 0 && !b.embeddingsUnwaited).Scan(&busy))
+		busy := 0
+		for _, j := range dbassert.JobsDueWithin(t, b.pool, 20*time.Second) {
+			if j.Kind != "watch" && !(j.Kind == "mutation_stage" && b.noMutationWorkers) &&
+				(j.Queue != jobs.QueueEmbeddings || embeddingsWaited) {
+				busy++
+			}
+		}
 		if busy == 0 {
 			quiet++
 		} else {
@@ -292,21 +294,29 @@ type storedRow struct {
 	length       *int64
 }
 
+// stored returns what is stored of alias, in generation, UIDVALIDITY and
+// UID order.
 func (b *syncBundle) stored(t *testing.T, alias string) []storedRow {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT e.uid_validity, e.uid, e.content_availability, c.sha256, c.byte_length
-		FROM stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		LEFT JOIN email_message_contents c ON c.stored_email_id = e.id
-		WHERE f.alias = $1
-		ORDER BY f.generation, e.uid_validity, e.uid`, alias)
-	require.NoError(t, err)
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
-		var s storedRow
-		return s, r.Scan(&s.uidValidity, &s.uid, &s.availability, &s.sha, &s.length)
-	})
-	require.NoError(t, err)
+	var out []storedRow
+	for _, o := range dbassert.Occurrences(t, b.pool, alias) {
+		out = append(out, storedRow{uidValidity: int64(o.UIDValidity), uid: int64(o.UID), availability: o.Availability,
+			sha: o.ContentSHA256, length: o.ContentLength})
+	}
+	return out
+}
+
+// servedValidities returns the UIDVALIDITY of every served email, each
+// once, in order.
+func (b *syncBundle) servedValidities(t *testing.T) []int64 {
+	t.Helper()
+	var out []int64
+	for _, o := range dbassert.Occurrences(t, b.pool, "") {
+		if o.Served && !slices.Contains(out, int64(o.UIDValidity)) {
+			out = append(out, int64(o.UIDValidity))
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -314,12 +324,21 @@ func (b *syncBundle) stored(t *testing.T, alias string) []storedRow {
 // alias.
 func (b *syncBundle) lastPassOutput(t *testing.T, alias string) map[string]any {
 	t.Helper()
-	var out map[string]any
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT coalesce(metadata->'output', '{}'::jsonb) FROM river_job
-		WHERE kind = 'folder_pass' AND args->>'alias' = $1 AND state = 'completed'
-		ORDER BY id DESC LIMIT 1`, alias).Scan(&out))
-	return out
+	passes := dbassert.Jobs(t, b.pool, "folder_pass")
+	for i := len(passes) - 1; i >= 0; i-- {
+		if j := passes[i]; j.State == rivertype.JobStateCompleted && j.Arg("alias") == alias {
+			var metadata struct {
+				Output map[string]any `json:"output"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(j.Metadata), &metadata))
+			if metadata.Output == nil {
+				return map[string]any{}
+			}
+			return metadata.Output
+		}
+	}
+	require.Failf(t, "no finished folder pass", "of alias %s; jobs:\n%s", alias, b.jobHistory(t))
+	return nil
 }
 
 // jobHistory lists every job of the bundle's database with its state and
@@ -327,24 +346,42 @@ func (b *syncBundle) lastPassOutput(t *testing.T, alias string) map[string]any {
 // done needs to be read.
 func (b *syncBundle) jobHistory(t *testing.T) string {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT id, kind, coalesce(args->>'alias', ''), state, attempt, scheduled_at - now(),
-		       coalesce(errors[array_length(errors, 1)]->>'error', '')
-		FROM river_job ORDER BY id`)
-	require.NoError(t, err)
 	var out strings.Builder
-	for rows.Next() {
-		var (
-			id                      int64
-			kind, alias, state, msg string
-			attempt                 int
-			due                     time.Duration
-		)
-		require.NoError(t, rows.Scan(&id, &kind, &alias, &state, &attempt, &due, &msg))
-		fmt.Fprintf(&out, "%d %s %s %s attempt %d due %v %s\n", id, kind, alias, state, attempt, due.Round(time.Second), msg)
+	for _, j := range dbassert.Jobs(t, b.pool, "") {
+		alias, _ := j.Arg("alias").(string)
+		fmt.Fprintf(&out, "%d %s %s %s attempt %d due %v %s\n", j.ID, j.Kind, alias, j.State, j.Attempt,
+			time.Until(j.ScheduledAt).Round(time.Second), j.LastError())
 	}
-	require.NoError(t, rows.Err())
 	return out.String()
+}
+
+// completed counts the completed jobs of kind by the kind of the job that
+// carried each; those that ran on their own count under "".
+func (b *syncBundle) completed(t *testing.T, kind string) map[string]int {
+	t.Helper()
+	all := dbassert.Jobs(t, b.pool, "")
+	kinds := map[int64]string{}
+	for _, j := range all {
+		kinds[j.ID] = j.Kind
+	}
+	out := map[string]int{}
+	for _, j := range all {
+		if j.Kind == kind && j.State == rivertype.JobStateCompleted {
+			out[kinds[j.CarriedBy]]++
+		}
+	}
+	return out
+}
+
+// carried is how many of the jobs byCarrier counts a job carried.
+func carried(byCarrier map[string]int) int {
+	n := 0
+	for carrier, jobs := range byCarrier {
+		if carrier != "" {
+			n += jobs
+		}
+	}
+	return n
 }
 
 func seed(t *testing.T, u *dovecot.User, folder string, n int, seedValue uint64) [][]byte {
@@ -405,10 +442,7 @@ func TestForwardSynchronization(t *testing.T) {
 		require.Equal(t, sum[:], rows[len(rows)-1].sha)
 		assertUnseen(t, b.user, "INBOX")
 
-		var checkpoint int64
-		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT last_seen_uid FROM synchronization_checkpoints`).Scan(&checkpoint))
-		require.Equal(t, int64(len(raws)+1), checkpoint)
+		require.EqualValues(t, len(raws)+1, dbassert.Checkpoint(t, b.pool, "INBOX").LastSeenUID)
 	})
 
 	t.Run("OversizedMessageIsStoredAsMetadata", func(t *testing.T) {
@@ -489,19 +523,12 @@ func TestForwardSynchronization(t *testing.T) {
 			}
 		}
 		require.Equal(t, 5, n)
-		var cpValidity int64
-		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT uid_validity FROM synchronization_checkpoints`).Scan(&cpValidity))
-		require.Equal(t, newValidity, cpValidity)
+		require.EqualValues(t, newValidity, dbassert.Checkpoint(t, b.pool, "ARCHIVE").UIDValidity)
 
 		// Only the new copy is served; the old one is kept.
 		hits := search()
 		require.Len(t, hits, 5, "each message once")
-		servedRows, err := b.pool.Query(context.Background(), `SELECT DISTINCT uid_validity FROM served_stored_emails`)
-		require.NoError(t, err)
-		served, err := pgx.CollectRows(servedRows, pgx.RowTo[int64])
-		require.NoError(t, err)
-		require.Equal(t, []int64{newValidity}, served)
+		require.Equal(t, []int64{newValidity}, b.servedValidities(t))
 		out := b.lastPassOutput(t, "ARCHIVE")
 		require.Equal(t, map[string]any{"replaced": true, "invalidated": float64(5)}, out["scope"])
 		require.Equal(t, 1, strings.Count(b.logs.String(), "the folder was recreated on the server (its UIDVALIDITY changed)"), "logged once")
@@ -522,20 +549,12 @@ func TestForwardSynchronization(t *testing.T) {
 		b.start(t)
 		b.runAgain(t)
 
-		var generations []int
-		rows, err := b.pool.Query(context.Background(), `SELECT generation FROM mail_folders WHERE alias = 'WORK' ORDER BY generation`)
-		require.NoError(t, err)
-		generations, err = pgx.CollectRows(rows, pgx.RowTo[int])
-		require.NoError(t, err)
-		require.Equal(t, []int{1, 2}, generations)
+		require.Equal(t, []int{1, 2}, dbassert.Generations(t, b.pool, "WORK"))
 		stored := b.stored(t, "WORK")
 		require.Len(t, stored, 6, "old rows are kept, the new folder is stored from UID 1")
 		require.Equal(t, int64(1), stored[4].uid)
 
-		var audits int
-		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM mail_folder_mapping_changes WHERE alias = 'WORK'`).Scan(&audits))
-		require.Equal(t, 2, audits)
+		require.Equal(t, 2, dbassert.MappingChanges(t, b.pool, "WORK"))
 		require.Contains(t, b.logs.String(), "folder alias repointed")
 	})
 
@@ -563,12 +582,9 @@ func TestForwardSynchronization(t *testing.T) {
 		require.Contains(t, logs, "FolderAliasAmbiguous")
 		// The account was not backed off: its run completed and the next
 		// one is scheduled an interval later.
-		var completed, cancelled int
-		require.NoError(t, b.pool.QueryRow(context.Background(), `
-			SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state IN ('cancelled', 'retryable', 'discarded'))
-			FROM river_job WHERE kind = 'account_run'`).Scan(&completed, &cancelled))
-		require.Equal(t, 1, completed)
-		require.Zero(t, cancelled)
+		require.Equal(t, 1, dbassert.JobCount(t, b.pool, "account_run", rivertype.JobStateCompleted))
+		require.Zero(t, dbassert.JobCount(t, b.pool, "account_run",
+			rivertype.JobStateCancelled, rivertype.JobStateRetryable, rivertype.JobStateDiscarded))
 	})
 
 	t.Run("DroppedConnectionMidFetchLosesNothingAndMarksNothingRead", func(t *testing.T) {
@@ -581,24 +597,20 @@ func TestForwardSynchronization(t *testing.T) {
 		b.env["MAILFATHOM_ACCOUNTS_0_PORT"] = port
 		// Cut the first few connections part-way through the body stream.
 		proxy.CutAfter(faultproxy.Future, faultproxy.ServerToClient, 150_000)
-		go func() {
-			// Heal once a connection was cut, so the retry gets through.
-			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if proxy.Stats().Cut > 0 {
-					break
-				}
-			}
-			proxy.Heal()
-		}()
 		b.start(t)
+		// Heal once a connection was cut, so the retry gets through.
+		poll.Every(t, 10*time.Millisecond, time.Minute, "the proxy cut a connection mid-fetch",
+			func() bool { return proxy.Stats().Cut > 0 }, func() string { return "logs:\n" + b.logs.String() })
+		proxy.Heal()
 		b.waitIdle(t)
-
-		require.Positive(t, proxy.Stats().Cut, "the proxy cut a connection mid-fetch")
 		out := b.lastPassOutput(t, "INBOX")
 		require.GreaterOrEqual(t, out["recoveries"], 1.0, "the pass re-established its session: %v", out)
-		var retried int
-		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM river_job WHERE kind = 'folder_pass' AND (attempt > 1 OR state <> 'completed')`).Scan(&retried))
+		retried := 0
+		for _, j := range dbassert.Jobs(t, b.pool, "folder_pass") {
+			if j.Attempt > 1 || j.State != rivertype.JobStateCompleted {
+				retried++
+			}
+		}
 		require.Zero(t, retried, "the retrieval pipeline recovered inside the pass; River repeated nothing")
 		require.Contains(t, b.logs.String(), "outbound call failed; retry scheduled")
 		rows := b.stored(t, "INBOX")
@@ -618,12 +630,9 @@ func TestForwardSynchronization(t *testing.T) {
 		b.waitIdle(t)
 		require.Len(t, b.stored(t, "INBOX"), 3)
 
-		pendingRuns := func() int {
-			var n int
-			require.NoError(t, b.pool.QueryRow(context.Background(),
-				`SELECT count(*) FROM river_job WHERE kind = 'account_run' AND state IN ('available', 'scheduled', 'retryable', 'running')`).Scan(&n))
-			return n
-		}
+		coming := []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStateScheduled,
+			rivertype.JobStateRetryable, rivertype.JobStateRunning}
+		pendingRuns := func() int { return dbassert.JobCount(t, b.pool, "account_run", coming...) }
 		require.Equal(t, 1, pendingRuns(), "the next run is scheduled")
 
 		b.env["MAILFATHOM_SYNC_ENABLED"] = "false"
@@ -636,8 +645,7 @@ func TestForwardSynchronization(t *testing.T) {
 		// Enabling it again starts it on the next start (once its last run
 		// is a minute old).
 		b.env["MAILFATHOM_SYNC_ENABLED"] = "true"
-		_, err := b.pool.Exec(context.Background(), `UPDATE account_states SET run_started_at = now() - interval '2 minutes'`)
-		require.NoError(t, err)
+		dbassert.BackdateRunStart(t, b.pool, "primary", 2*time.Minute)
 		b.start(t)
 		b.waitIdle(t)
 		require.Len(t, b.stored(t, "INBOX"), 4)
@@ -652,9 +660,12 @@ func TestForwardSynchronization(t *testing.T) {
 		b.env["MAILFATHOM_ACCOUNTS_0_PASSWORD"] = "file:" + pw
 		b.start(t)
 		b.runAgain(t)
-		var primaryRuns int
-		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
-			WHERE kind = 'account_run' AND args->>'account_id' = 'primary' AND state IN ('available', 'scheduled', 'retryable', 'running')`).Scan(&primaryRuns))
+		primaryRuns := 0
+		for _, j := range dbassert.Jobs(t, b.pool, "account_run") {
+			if j.Arg("account_id") == "primary" && slices.Contains(coming, j.State) {
+				primaryRuns++
+			}
+		}
 		require.Zero(t, primaryRuns)
 		require.Equal(t, 1, pendingRuns(), "only the configured account keeps a run scheduled")
 		require.Len(t, b.stored(t, "INBOX"), 4)
@@ -670,9 +681,11 @@ func TestForwardSynchronization(t *testing.T) {
 		b.waitIdle(t)
 		require.Len(t, b.stored(t, "PROJECTS"), 1)
 
-		var args string
-		require.NoError(t, b.pool.QueryRow(context.Background(),
-			`SELECT string_agg(args::text || coalesce(errors::text, ''), ' ') FROM river_job`).Scan(&args))
+		var recorded []string
+		for _, j := range dbassert.Jobs(t, b.pool, "") {
+			recorded = append(append(recorded, j.Args), j.Errors...)
+		}
+		args := strings.Join(recorded, " ")
 		for _, secret := range []string{"Synthetic message", "example.test", "Projects/2026", b.user.Name(), b.user.Password()} {
 			require.NotContains(t, args, secret)
 			for _, line := range strings.Split(b.logs.String(), "\n") {

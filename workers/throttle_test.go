@@ -15,6 +15,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/config"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -68,13 +69,8 @@ func (b *syncBundle) report(t *testing.T) status.Report {
 // and its state.
 func (b *syncBundle) scheduledIn(t *testing.T, kind string) (time.Duration, string) {
 	t.Helper()
-	var (
-		in    float64
-		state string
-	)
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT extract(epoch FROM scheduled_at - now()), state FROM river_job WHERE kind = $1 ORDER BY id DESC LIMIT 1`, kind).Scan(&in, &state))
-	return time.Duration(in * float64(time.Second)), state
+	j := dbassert.LastJob(t, b.pool, kind)
+	return time.Until(j.ScheduledAt), string(j.State)
 }
 
 // useScripted points account 0 at the scripted server srv, in plain text.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -22,7 +23,9 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/internal/testharness/vectortest"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/workers"
@@ -80,29 +83,33 @@ func BenchmarkVectorIndexBuild(b *testing.B) {
 		start := time.Now()
 		_, err := workers.ScheduleVectorIndex(ctx, deps, client)
 		require.NoError(b, err)
-		for {
-			var done bool
-			require.NoError(b, pool.QueryRow(ctx, `
-				SELECT EXISTS (SELECT 1 FROM vector_indexes WHERE profile_id = $1 AND serving > 0 AND building = 0)
-				   AND EXISTS (SELECT 1 FROM river_job WHERE kind = 'vector_index' AND state = 'scheduled'
-				               AND coalesce((args->>'generation')::int, 0) = 0)`, profile).Scan(&done))
-			if done {
-				break
+		built := func() (searchindex.IndexStatus, bool) {
+			status, err := searchindex.ReadIndexStatus(ctx, pool, profile)
+			require.NoError(b, err)
+			checking := false
+			for _, j := range dbassert.Jobs(b, pool, "vector_index") {
+				generation, _ := j.Arg("generation").(float64)
+				checking = checking || (j.State == rivertype.JobStateScheduled && generation == 0)
 			}
-			require.Less(b, time.Since(start), 30*time.Minute)
-			time.Sleep(50 * time.Millisecond)
+			return status, status.Serving > 0 && status.Building == 0 && checking
 		}
+		poll.Every(b, 50*time.Millisecond, 30*time.Minute, "the index serves and its next check is scheduled", func() bool {
+			_, done := built()
+			return done
+		}, func() string {
+			status, _ := built()
+			return fmt.Sprintf("%+v; %d steps completed", status, dbassert.JobCount(b, pool, "vector_index", rivertype.JobStateCompleted))
+		})
 		elapsed = time.Since(start)
 	}
 	// The vacuum after the last step, which searches do not wait for.
-	require.Eventually(b, func() bool {
+	poll.Every(b, 50*time.Millisecond, 10*time.Minute, "the vacuum after the last step logged", func() bool {
 		return strings.Contains(log.String(), "vector index generation serving")
-	}, 10*time.Minute, 50*time.Millisecond)
+	}, func() string { return "logs:\n" + log.String() })
 	status, err := searchindex.ReadIndexStatus(ctx, pool, profile)
 	require.NoError(b, err)
 	require.Zero(b, status.Outside)
-	var steps int
-	require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'vector_index' AND state = 'completed'`).Scan(&steps))
+	steps := dbassert.JobCount(b, pool, "vector_index", rivertype.JobStateCompleted)
 	b.ReportMetric(elapsed.Seconds(), "build-s")
 	b.ReportMetric(float64(steps), "steps")
 	b.ReportMetric(float64(status.ServingLists), "lists")

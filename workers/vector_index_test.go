@@ -2,6 +2,9 @@ package workers_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,8 +19,10 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/internal/testharness/vectortest"
 	"github.com/mailfathom/mailfathom/jobs"
 	"github.com/mailfathom/mailfathom/workers"
@@ -88,13 +93,13 @@ func TestVectorIndexJobs(t *testing.T) {
 	}
 	steps := func(t *testing.T, b *testBundle) []step {
 		t.Helper()
-		rows, err := b.pool.Query(b.ctx, `
-			SELECT state, coalesce((args->>'generation')::int, 0), coalesce((args->>'batch')::int, 0),
-			       (SELECT count(*) FROM river_job WHERE kind = 'vector_index')
-			FROM river_job WHERE kind = 'vector_index' ORDER BY id`)
-		require.NoError(t, err)
-		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[step])
-		require.NoError(t, err)
+		all := dbassert.Jobs(t, b.pool, "vector_index")
+		var out []step
+		for _, j := range all {
+			generation, _ := j.Arg("generation").(float64)
+			batch, _ := j.Arg("batch").(float64)
+			out = append(out, step{string(j.State), int(generation), int(batch), len(all)})
+		}
 		return out
 	}
 	status := func(t *testing.T, b *testBundle) searchindex.IndexStatus {
@@ -104,6 +109,13 @@ func TestVectorIndexJobs(t *testing.T) {
 		return s
 	}
 
+	servesTheFirstGeneration := func(t *testing.T, b *testBundle) {
+		t.Helper()
+		poll.Every(t, 50*time.Millisecond, 2*time.Minute, "the first generation serves", func() bool {
+			return status(t, b).Serving == 1
+		}, func() string { return fmt.Sprintf("%+v; steps %v", status(t, b), steps(t, b)) })
+	}
+
 	t.Run("TheIndexIsBuiltStepByStepThenChecked", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -111,7 +123,7 @@ func TestVectorIndexJobs(t *testing.T) {
 		inserted, err := workers.ScheduleVectorIndex(b.ctx, b.deps, b.client)
 		require.NoError(t, err)
 		require.True(t, inserted)
-		require.Eventually(t, func() bool { return status(t, b).Serving == 1 }, 2*time.Minute, 50*time.Millisecond)
+		servesTheFirstGeneration(t, b)
 		s := status(t, b)
 		require.Zero(t, s.Outside)
 		require.Equal(t, int64(25000), s.Passages)
@@ -119,10 +131,10 @@ func TestVectorIndexJobs(t *testing.T) {
 
 		// One check that trained the generation, one step per 4 000
 		// passages, and the next check, waiting out the interval.
-		require.Eventually(t, func() bool {
+		poll.Until(t, 10*time.Second, "the next check is scheduled", func() (bool, string) {
 			all := steps(t, b)
-			return all[len(all)-1].State == "scheduled"
-		}, 10*time.Second, 20*time.Millisecond)
+			return all[len(all)-1].State == "scheduled", fmt.Sprintf("steps %v", all)
+		})
 		all := steps(t, b)
 		require.Len(t, all, 1+7+1)
 		require.Equal(t, step{"completed", 0, 0, 9}, all[0])
@@ -130,20 +142,25 @@ func TestVectorIndexJobs(t *testing.T) {
 			require.Equal(t, step{"completed", 1, i + 1, 9}, s)
 		}
 		require.Equal(t, step{"scheduled", 0, 0, 9}, all[8])
-		var other int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM river_job, jsonb_each(args) AS a(key, value)
-			WHERE kind = 'vector_index' AND (key NOT IN ('profile', 'generation', 'batch') OR jsonb_typeof(value) <> 'number')`).Scan(&other))
+		other := 0
+		for _, j := range dbassert.Jobs(t, b.pool, "vector_index") {
+			var args map[string]any
+			require.NoError(t, json.Unmarshal([]byte(j.Args), &args))
+			for key, value := range args {
+				if _, number := value.(float64); !number || !slices.Contains([]string{"profile", "generation", "batch"}, key) {
+					other++
+				}
+			}
+		}
 		require.Zero(t, other, "identifiers only")
 
 		// A check that finds nothing to do comes back as the same row.
-		_, err = b.pool.Exec(b.ctx, `UPDATE river_job SET scheduled_at = now() WHERE kind = 'vector_index' AND state = 'scheduled'`)
-		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			var attempted bool
-			require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT attempted_at IS NOT NULL AND state = 'scheduled' AND scheduled_at > now() + interval '1 minute'
-				FROM river_job WHERE kind = 'vector_index' ORDER BY id DESC LIMIT 1`).Scan(&attempted))
-			return attempted
-		}, 10*time.Second, 20*time.Millisecond)
+		dbassert.MakeJobsDue(t, b.pool, "vector_index", rivertype.JobStateScheduled)
+		poll.Until(t, 10*time.Second, "the check ran and is scheduled again past the interval", func() (bool, string) {
+			last := dbassert.LastJob(t, b.pool, "vector_index")
+			return last.AttemptedAt != nil && last.State == rivertype.JobStateScheduled && time.Until(last.ScheduledAt) > time.Minute,
+				fmt.Sprintf("%s, attempted at %v, scheduled at %v", last.State, last.AttemptedAt, last.ScheduledAt)
+		})
 		require.Len(t, steps(t, b), 9)
 	})
 
@@ -153,7 +170,7 @@ func TestVectorIndexJobs(t *testing.T) {
 		start(t, b)
 		_, err := workers.ScheduleVectorIndex(b.ctx, b.deps, b.client)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
+		poll.Every(t, 5*time.Millisecond, 2*time.Minute, "two steps of the first generation completed", func() bool {
 			n := 0
 			for _, s := range steps(t, b) {
 				if s.Generation == 1 && s.State == "completed" {
@@ -161,25 +178,22 @@ func TestVectorIndexJobs(t *testing.T) {
 				}
 			}
 			return n >= 2
-		}, 2*time.Minute, 5*time.Millisecond)
+		}, func() string { return fmt.Sprintf("steps %v", steps(t, b)) })
 		// Stopped with a step under way, as a process killed midway leaves it.
 		require.NoError(t, b.client.StopAndCancel(context.Background()))
 		b.stop = nil
 		s := status(t, b)
 		require.Zero(t, (s.Passages-s.Outside)%batch, "only whole steps are committed: %d of %d moved", s.Passages-s.Outside, s.Passages)
 		require.Positive(t, s.Outside)
-		var outstanding int
-		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM river_job WHERE kind = 'vector_index'
-			AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`).Scan(&outstanding))
+		outstanding, err := jobqueue.OutstandingJobs(b.ctx, b.pool, "vector_index", 100)
+		require.NoError(t, err)
 		require.Equal(t, 1, outstanding, "the next step, committed with the last one")
 
 		// The restarted process (its startup sweep requeues the orphan) goes
 		// on where the committed steps left off.
-		_, err = b.pool.Exec(b.ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
-			WHERE kind = 'vector_index' AND state IN ('running', 'retryable', 'scheduled')`)
-		require.NoError(t, err)
+		dbassert.MakeJobsDue(t, b.pool, "vector_index", rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled)
 		start(t, b)
-		require.Eventually(t, func() bool { return status(t, b).Serving == 1 }, 2*time.Minute, 50*time.Millisecond)
+		servesTheFirstGeneration(t, b)
 		require.Zero(t, status(t, b).Outside)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/resilience"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 )
 
@@ -50,7 +51,5 @@ func TestWorkConnectionOfAnAbandonedAttemptIsReleased(t *testing.T) {
 	require.True(t, failure.IsDependencyUnavailable(err), "%v", err)
 	require.Equal(t, 2, attempts)
 	require.Zero(t, pool.Stat().AcquiredConns(), "no connection is left in use")
-	var locks int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&locks))
-	require.Zero(t, locks, "no liveness lock outlives the attempt")
+	require.Zero(t, dbassert.AdvisoryLocks(t, pool), "no liveness lock outlives the attempt")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 )
 
 // A command other than serve connects to the embedded database the
@@ -47,8 +48,7 @@ func TestCommandsUseTheRunningEmbeddedDatabase(t *testing.T) {
 	t.Cleanup(func() { _ = db.Stop(context.Background()) })
 	conn, err := pgx.Connect(ctx, db.ConnString)
 	require.NoError(t, err)
-	var walBuffers string
-	require.NoError(t, conn.QueryRow(ctx, "SHOW wal_buffers").Scan(&walBuffers))
+	walBuffers := dbassert.Setting(t, conn, "wal_buffers")
 	require.NoError(t, conn.Close(ctx))
 	require.Equal(t, pgcluster.EmbeddedSettings["wal_buffers"], walBuffers, "the embedded cluster runs with its own settings")
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/vectortest"
 )
@@ -31,17 +32,8 @@ func TestEmbeddingsPrune(t *testing.T) {
 	old := vectortest.Seed(t, ctx, pool, vectortest.Layout{Emails: 40, PerEmail: 3, Model: "old-model"}, gen.Passage).Profile
 	active, err := searchindex.EnsureProfile(ctx, pool, "new-model", 16)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO passage_vectors (stored_email_id, ordinal, profile_id, vector)
-		SELECT stored_email_id, ordinal, $1, vector FROM passage_vectors WHERE profile_id = $2`, active, old)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO passage_signatures (stored_email_id, ordinal, profile_id, signature, code)
-		SELECT stored_email_id, ordinal, $1, signature, code FROM passage_signatures WHERE profile_id = $2`, active, old)
-	require.NoError(t, err)
-	vectors := func(profile int16) int {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM passage_vectors WHERE profile_id = $1`, profile).Scan(&n))
-		return n
-	}
+	dbassert.CopyVectors(t, pool, old, active)
+	vectors := func(profile int16) int { return dbassert.VectorCount(t, pool, profile) }
 	require.Equal(t, 120, vectors(old))
 
 	pw := filepath.Join(t.TempDir(), "pw")
@@ -69,11 +61,10 @@ func TestEmbeddingsPrune(t *testing.T) {
 	require.Contains(t, stdout, "removed profile 1 (old-model, 16 dimensions): 120 vectors")
 	require.Zero(t, vectors(old))
 	require.Equal(t, 120, vectors(active))
-	var signatures, profiles int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM passage_signatures WHERE profile_id = $1`, old).Scan(&signatures))
-	require.Zero(t, signatures)
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM embedding_profiles`).Scan(&profiles))
-	require.Equal(t, 1, profiles)
+	require.Zero(t, dbassert.SignatureCount(t, pool, old))
+	profiles, err := searchindex.Profiles(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, profiles, 1)
 
 	code, stdout, _ = runCmd(t, env, "embeddings", "prune")
 	require.Equal(t, 0, code)

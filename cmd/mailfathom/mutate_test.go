@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 )
 
@@ -59,11 +60,7 @@ func TestMutateAndMutationsCommands(t *testing.T) {
 		"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_ALIAS=archive",
 		"MAILFATHOM_ACCOUNTS_0_FOLDERS_1_REMOTE_PATH=Archive",
 	}
-	jobs := func() int {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'mutation_stage'`).Scan(&n))
-		return n
-	}
+	jobs := func() int { return dbassert.JobCount(t, pool, "mutation_stage") }
 
 	code, stdout, stderr := runCmd(t, env, "mutate", "-request-id", "k1", "move", id.String(), "archive")
 	require.Equal(t, 0, code, stderr)
@@ -118,8 +115,7 @@ func TestMutateAndMutationsCommands(t *testing.T) {
 
 	// Asked again once the email is no longer served, a recorded request
 	// is answered with its change, not refused.
-	_, err = pool.Exec(ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, id)
-	require.NoError(t, err)
+	dbassert.MarkExpunged(t, pool, id)
 	code, again, stderr = runCmd(t, env, "mutate", "-request-id", "k1", "move", id.String(), "archive")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, fields[0], strings.Fields(again)[0])

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/vectortest"
 )
@@ -32,8 +33,7 @@ func TestStatusShowsRefusedPassages(t *testing.T) {
 	seeded := vectortest.Seed(t, ctx, pool, vectortest.Layout{Emails: 3, PerEmail: 2, Model: "test-model"}, gen.Passage)
 	// The provider refused one passage: it has no vector and a refusal.
 	first := seeded.Emails[0].ID
-	_, err = pool.Exec(ctx, `DELETE FROM passage_vectors WHERE stored_email_id = $1 AND ordinal = 1`, first)
-	require.NoError(t, err)
+	dbassert.ForgetVector(t, pool, first, 1)
 	pending, err := searchindex.PassagesAwaitingVectors(ctx, pool, seeded.Profile, []uuid.UUID{first})
 	require.NoError(t, err)
 	require.Len(t, pending, 1)

@@ -22,6 +22,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
@@ -149,9 +150,7 @@ func withMsg(lines []map[string]any, msg string) []map[string]any {
 
 func (b *testBundle) folderPasses(t *testing.T) int {
 	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(b.ctx, "SELECT count(*) FROM river_job WHERE kind = 'folder_pass'").Scan(&n))
-	return n
+	return dbassert.JobCount(t, b.pool, "folder_pass")
 }
 
 // TestRunBindsWhatResolvesAndSchedulesItsPasses: a run binds the aliases

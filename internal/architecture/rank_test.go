@@ -49,11 +49,11 @@ var layers = [][]string{
 // harnessLayers ranks the test harness the same way, beside the product:
 // product packages never import it (TestProductImportsNoHarness).
 var harnessLayers = [][]string{
-	{"internal/testharness/capture", "internal/testharness/embedtest", "internal/testharness/faultproxy",
-		"internal/testharness/imapscript", "internal/testharness/mailbox", "internal/testharness/mailbox/mailboxtest",
-		"internal/testharness/mailgen", "internal/testharness/nocopyuid", "internal/testharness/nonroot",
-		"internal/testharness/oauthtest", "internal/testharness/poll", "internal/testharness/serverproc",
-		"internal/testharness/testca", "internal/testharness/wiretap"},
+	{"internal/testharness/capture", "internal/testharness/dbassert", "internal/testharness/embedtest",
+		"internal/testharness/faultproxy", "internal/testharness/imapscript", "internal/testharness/mailbox",
+		"internal/testharness/mailbox/mailboxtest", "internal/testharness/mailgen", "internal/testharness/nocopyuid",
+		"internal/testharness/nonroot", "internal/testharness/oauthtest", "internal/testharness/poll",
+		"internal/testharness/serverproc", "internal/testharness/testca", "internal/testharness/wiretap"},
 	{"internal/testharness/cyrus", "internal/testharness/dovecot", "internal/testharness/pgtest"},
 	{"internal/testharness/dbtest", "internal/testharness/gmailtest"},
 	{"internal/testharness/vectortest", "internal/testharness/verdicts"},

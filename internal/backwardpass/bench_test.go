@@ -17,7 +17,9 @@ import (
 	"github.com/mailfathom/mailfathom/internal/backwardpass"
 	"github.com/mailfathom/mailfathom/internal/forwardpass"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/mimex"
 )
 
@@ -76,9 +78,9 @@ func BenchmarkQuietFolderReconcile(b *testing.B) {
 	sess := tb.open(b)
 	tb.storeAll(b, sess)
 	firstSync := time.Since(start)
-	var stored int
-	require.NoError(b, tb.pool.QueryRow(tb.ctx, `SELECT count(*) FROM stored_emails`).Scan(&stored))
-	require.Equal(b, n, stored)
+	stored, err := mailstore.CountOccurrences(tb.ctx, tb.pool, tb.binding.ID)
+	require.NoError(b, err)
+	require.EqualValues(b, n, stored)
 	b.Logf("first synchronization: stored %d messages in %v (load average %s)", stored, firstSync.Round(time.Millisecond), loadAverage(b))
 	cp := tb.checkpoint(b)
 	require.NotNil(b, cp.HighestModSeq, "the first synchronization completes the first cycle")
@@ -140,7 +142,7 @@ func BenchmarkQuietFolderReconcile(b *testing.B) {
 	b.StopTimer()
 	elapsed = time.Since(quietStart)
 	serveCPU, pgCPU = selfCPU(b)-beforeS, schedCPU(b, backend)-beforeP
-	time.Sleep(500 * time.Millisecond) // the last run's imap processes exit and are reaped
+	waitReaped(b, srv)
 	dovecotCPUUsed = dovecotCPU(b, srv) - beforeD
 	require.True(b, narrowedEveryTime, "a quiet run after the cycle asks only what changed")
 	perRun := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(quietRuns) }
@@ -208,7 +210,7 @@ func BenchmarkQuietFolderReconcile(b *testing.B) {
 	}
 	plainElapsed := time.Since(plainStart)
 	plainServe, plainPG := selfCPU(b)-beforeS, schedCPU(b, backend)-beforeP
-	time.Sleep(500 * time.Millisecond)
+	waitReaped(b, srv)
 	plainDovecot := dovecotCPU(b, srv) - beforeD
 	perPlainRun := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / plainRuns }
 	b.Logf("without CONDSTORE: %d runs in %v (load average %s), %d rows asked per run, commands after EXAMINE per connection %v, "+
@@ -251,8 +253,7 @@ func BenchmarkQuietFolderReconcile(b *testing.B) {
 func (b *testBundle) vacuum(tb testing.TB) {
 	tb.Helper()
 	start := time.Now()
-	_, err := b.pool.Exec(b.ctx, `VACUUM (ANALYZE) stored_emails`)
-	require.NoError(tb, err)
+	dbassert.VacuumAnalyze(tb, b.pool, "stored_emails")
 	tb.Logf("vacuumed stored_emails in %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -272,11 +273,48 @@ const clockTick = 10 * time.Millisecond
 // sessions) and its live children's, in clock ticks.
 func dovecotCPU(tb testing.TB, srv *dovecot.Server) time.Duration {
 	tb.Helper()
+	master, stats := dovecotProcesses(tb, srv)
+	ticks := stats[master].own + stats[master].reaped
+	for _, st := range stats {
+		if st.ppid == master {
+			ticks += st.own
+		}
+	}
+	return time.Duration(ticks) * clockTick
+}
+
+// waitReaped waits until srv's master has reaped the imap processes of
+// the sessions closed last, so that their CPU time counts as its
+// children's.
+func waitReaped(tb testing.TB, srv *dovecot.Server) {
+	tb.Helper()
+	poll.Until(tb, 10*time.Second, "the imap processes of the closed sessions exited and were reaped", func() (bool, string) {
+		master, stats := dovecotProcesses(tb, srv)
+		imap := 0
+		for _, st := range stats {
+			if st.ppid == master && st.command == "imap" {
+				imap++
+			}
+		}
+		return imap == 0, fmt.Sprintf("%d imap processes", imap)
+	})
+}
+
+// process is what /proc/<pid>/stat says of a process: its parent, its own
+// CPU time and its reaped children's, in clock ticks, and its command.
+type process struct {
+	ppid, own, reaped int64
+	command           string
+}
+
+// dovecotProcesses reads every process of the machine and returns srv's
+// master among them.
+func dovecotProcesses(tb testing.TB, srv *dovecot.Server) (master int64, stats map[int64]process) {
+	tb.Helper()
 	entries, err := os.ReadDir("/proc")
 	require.NoError(tb, err)
-	type stat struct{ ppid, own, reaped int64 }
-	stats := map[int64]stat{}
-	master := int64(-1)
+	stats = map[int64]process{}
+	master = -1
 	for _, e := range entries {
 		pid, err := strconv.ParseInt(e.Name(), 10, 64)
 		if err != nil {
@@ -286,24 +324,20 @@ func dovecotCPU(tb testing.TB, srv *dovecot.Server) time.Duration {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		// Fields after the command's closing parenthesis: state ppid ...
-		// utime (12th) stime cutime cstime.
-		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		// The command in parentheses, then the fields after it: state
+		// ppid ... utime (12th) stime cutime cstime.
+		text := string(raw)
+		open, closing := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
+		f := strings.Fields(text[closing+2:])
 		num := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
-		stats[pid] = stat{ppid: num(1), own: num(11) + num(12), reaped: num(13) + num(14)}
+		stats[pid] = process{ppid: num(1), own: num(11) + num(12), reaped: num(13) + num(14), command: text[open+1 : closing]}
 		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil &&
 			strings.HasSuffix(string(cmd), "\x00-F\x00-c\x00"+srv.ConfigPath()+"\x00") {
 			master = pid
 		}
 	}
 	require.NotEqual(tb, int64(-1), master, "Dovecot's master process")
-	ticks := stats[master].own + stats[master].reaped
-	for _, st := range stats {
-		if st.ppid == master {
-			ticks += st.own
-		}
-	}
-	return time.Duration(ticks) * clockTick
+	return master, stats
 }
 
 // executionTime reads "Execution Time: x ms" from a plan.
@@ -329,9 +363,7 @@ func (b *testBundle) explain(tb testing.TB, when string, validity uint32, window
 }
 
 func (b *testBundle) backendPID(tb testing.TB) int {
-	var pid int
-	require.NoError(tb, b.conn.QueryRow(b.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-	return pid
+	return dbassert.BackendPID(tb, b.conn)
 }
 
 // selfCPU is this process's user and system CPU time.

@@ -19,6 +19,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/backwardpass"
 	"github.com/mailfathom/mailfathom/internal/forwardpass"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -164,8 +165,7 @@ func (b *testBundle) pass(t testing.TB, sess backwardpass.Session, size int) bac
 // sequences again after it stopped).
 func (b *testBundle) storedBeforeSequences(t testing.TB) {
 	t.Helper()
-	_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_flags_observed_at = NULL WHERE mail_folder_id = $1`, b.binding.ID)
-	require.NoError(t, err)
+	dbassert.ForgetObservedFlags(t, b.pool, b.binding.ID)
 	require.NoError(t, mailstore.ForgetModSeq(b.ctx, b.pool, b.binding.ID, b.checkpoint(t).UIDValidity))
 }
 
@@ -197,12 +197,7 @@ func (b *testBundle) checkpoint(t testing.TB) mailstore.Checkpoint {
 // its flags, and " [tombstone]" once its disappearance was observed.
 func (b *testBundle) local(t testing.TB, uid imap.UID) string {
 	t.Helper()
-	var state string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `
-		SELECT array_to_string(e.remote_flags, ' ') || CASE WHEN e.remote_expunge_observed_at IS NULL THEN '' ELSE ' [tombstone]' END
-		FROM stored_emails e JOIN synchronization_checkpoints c ON c.mail_folder_id = e.mail_folder_id AND c.uid_validity = e.uid_validity
-		WHERE e.mail_folder_id = $1 AND e.uid = $2`, b.binding.ID, int64(uid)).Scan(&state))
-	return state
+	return dbassert.OccurrenceAt(t, b.pool, b.binding.ID, b.checkpoint(t).UIDValidity, uint32(uid)).State()
 }
 
 // examined is an EXAMINE command line.

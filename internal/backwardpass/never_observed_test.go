@@ -6,6 +6,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 )
 
@@ -41,9 +42,7 @@ func TestNarrowedPassAsksWhatWasNeverObserved(t *testing.T) {
 			require.Equal(t, `\Seen`, b.local(t, 12))
 
 			// The occurrence is left as a carried relocation leaves it.
-			_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_flags = '{}', remote_flags_observed_at = NULL
-				WHERE mail_folder_id = $1 AND uid = 12`, b.binding.ID)
-			require.NoError(t, err)
+			dbassert.ClearFlags(t, b.pool, b.binding.ID, 12)
 
 			rep = b.pass(t, sess, 50)
 			require.True(t, rep.Narrowed, "the folder's sequence still narrows the question")

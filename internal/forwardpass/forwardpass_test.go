@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 	"github.com/mailfathom/mailfathom/mimex"
@@ -30,6 +31,19 @@ type testBundle struct {
 	pool    *pgxpool.Pool
 	binding mailstore.Binding
 	conn    *pgxpool.Conn
+}
+
+// rawMIME is the raw MIME stored at uid of the bundle's binding, in
+// UIDVALIDITY 7, as text.
+func (b *testBundle) rawMIME(ctx context.Context, t *testing.T, uid uint32) string {
+	t.Helper()
+	o, found, err := mailstore.ReadOccurrence(ctx, b.pool, b.binding.ID, 7, uid)
+	require.NoError(t, err)
+	require.True(t, found, "UID %d stored", uid)
+	raw, err := mailstore.RawMIME(ctx, b.pool, o.ID)
+	require.NoError(t, err)
+	require.NotNil(t, raw, "UID %d has content", uid)
+	return string(raw)
 }
 
 func setup(t *testing.T) (context.Context, *testBundle) {
@@ -152,13 +166,11 @@ func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 		Extraction: mimex.Limits{MaxPartCount: 10, MaxNestingDepth: 5, MaxExtractedTextCharacters: 1000}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	served := func() map[uint32]int {
-		rows, err := pool.Query(ctx, `SELECT uid_validity FROM served_stored_emails`)
-		require.NoError(t, err)
-		validities, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		require.NoError(t, err)
 		out := map[uint32]int{}
-		for _, v := range validities {
-			out[uint32(v)]++
+		for _, o := range dbassert.Occurrences(t, pool, "") {
+			if o.Served {
+				out[o.UIDValidity]++
+			}
 		}
 		return out
 	}
@@ -190,9 +202,9 @@ func TestForwardPassServesANewUIDSpaceOnceItIsComplete(t *testing.T) {
 	last := reps[len(reps)-1]
 	require.Equal(t, mailstore.ScopeChange{Replaced: true, Invalidated: 5}, last.Scope)
 	require.Equal(t, map[uint32]int{8: 3}, served(), "then only the new one")
-	var kept int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE uid_validity = 7`).Scan(&kept))
-	require.Equal(t, 5, kept, "a UIDVALIDITY change never deletes anything")
+	kept, err := mailstore.StoredUIDs(ctx, pool, binding.ID, 7)
+	require.NoError(t, err)
+	require.Len(t, kept, 5, "a UIDVALIDITY change never deletes anything")
 
 	// Another pass changes nothing.
 	rep, err = Run(ctx, conn, recreated, binding, opts, logger)
@@ -222,18 +234,7 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 	setupConflicts := func(t *testing.T, failures int) (context.Context, *testBundle) {
 		t.Helper()
 		ctx, b := setup(t)
-		_, err := b.pool.Exec(ctx, fmt.Sprintf(`
-			CREATE SEQUENCE injected_conflicts;
-			CREATE FUNCTION inject_conflict() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN
-				IF nextval('injected_conflicts') <= %d THEN
-					RAISE EXCEPTION 'injected' USING ERRCODE = '40001';
-				END IF;
-				RETURN NEW;
-			END $$;
-			CREATE TRIGGER inject_conflict BEFORE INSERT ON email_message_contents
-				FOR EACH ROW EXECUTE FUNCTION inject_conflict();`, failures))
-		require.NoError(t, err)
+		dbassert.InjectContentConflicts(t, b.pool, failures)
 		return ctx, b
 	}
 	run := func(ctx context.Context, t *testing.T, b *testBundle, sess Session, attempts int) (Report, error) {
@@ -261,10 +262,7 @@ func TestForwardPassWritesAConflictingGroupAgain(t *testing.T) {
 		// The session reused its buffer: what was written again is each
 		// message's own payload, not the last one read.
 		for _, u := range uids {
-			var raw string
-			require.NoError(t, b.pool.QueryRow(ctx, `SELECT convert_from(c.raw_mime, 'UTF8') FROM stored_emails e
-				JOIN email_message_contents c ON c.stored_email_id = e.id WHERE e.mail_folder_id = $1 AND e.uid = $2`, b.binding.ID, u).Scan(&raw))
-			require.Equal(t, fmt.Sprintf("Subject: message %d\r\n\r\nbody of message %d\r\n", u, u), raw)
+			require.Equal(t, fmt.Sprintf("Subject: message %d\r\n\r\nbody of message %d\r\n", u, u), b.rawMIME(ctx, t, u))
 		}
 	})
 
@@ -335,16 +333,10 @@ func TestForwardPassDoesNotStepOverWithheldContent(t *testing.T) {
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
 	availability := func() map[uint32]string {
-		rows, err := pool.Query(ctx, `SELECT uid, content_availability FROM stored_emails ORDER BY uid`)
-		require.NoError(t, err)
 		out := map[uint32]string{}
-		for rows.Next() {
-			var uid int64
-			var a string
-			require.NoError(t, rows.Scan(&uid, &a))
-			out[uint32(uid)] = a
+		for _, o := range dbassert.Occurrences(t, pool, "") {
+			out[o.UID] = o.Availability
 		}
-		require.NoError(t, rows.Err())
 		return out
 	}
 
@@ -371,13 +363,12 @@ func TestForwardPassDoesNotStepOverWithheldContent(t *testing.T) {
 	require.Equal(t, map[uint32]string{
 		1: "Available", 2: "Available", 4: "Available", 5: "ContentWithheld", 6: "Available", 7: "Available", 8: "Available",
 	}, availability())
-	var emptyLength int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT c.byte_length FROM email_message_contents c
-		JOIN stored_emails e ON e.id = c.stored_email_id WHERE e.uid = 2`).Scan(&emptyLength))
-	require.Zero(t, emptyLength, "an empty message is stored, empty")
-	var counted int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM withheld_contents`).Scan(&counted))
-	require.Zero(t, counted)
+	empty, found, err := mailstore.ReadOccurrence(ctx, pool, binding.ID, 7, 2)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NotNil(t, empty.ContentLength)
+	require.Zero(t, *empty.ContentLength, "an empty message is stored, empty")
+	require.Zero(t, dbassert.WithheldNotes(t, pool))
 }
 
 // stoppingSession closes stop once it has delivered its first body.
@@ -426,10 +417,18 @@ func TestForwardPassOffersEachMessageInTheTransactionThatWroteIt(t *testing.T) {
 
 	var mu sync.Mutex
 	var offered []uuid.UUID
+	// It runs in the pass's writers, off the test's goroutine: it reports
+	// what it finds rather than failing the test.
 	offer := func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
-		var visible int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM stored_emails WHERE id = ANY($1)`, ids).Scan(&visible); err != nil {
-			return err
+		visible := 0
+		for _, id := range ids {
+			raw, err := mailstore.RawMIME(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if raw != nil {
+				visible++
+			}
 		}
 		if visible != len(ids) {
 			return fmt.Errorf("offered %d messages in a transaction that holds %d of them", len(ids), visible)

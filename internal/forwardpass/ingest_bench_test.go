@@ -21,6 +21,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/heapgoal"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/mimex"
 	"github.com/mailfathom/mailfathom/schema"
@@ -106,9 +107,7 @@ func BenchmarkIngest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := pool.QueryRow(ctx, "SHOW data_directory").Scan(&dataDir); err != nil {
-			b.Fatal(err)
-		}
+		dataDir = dbassert.Setting(b, pool, "data_directory")
 		pool.Close()
 	}
 	pid, err := postmasterPID(dataDir)
@@ -126,9 +125,7 @@ func BenchmarkIngest(b *testing.B) {
 			b.Fatal(err)
 		}
 		name := fmt.Sprintf("ingest_%d_%d", time.Now().Unix(), i)
-		if _, err := pool.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-			b.Fatal(err)
-		}
+		dbassert.CreateDatabase(b, pool, name)
 		pool.Close()
 		pool, err = pgxpool.New(ctx, connString(name))
 		if err != nil {
@@ -138,9 +135,7 @@ func BenchmarkIngest(b *testing.B) {
 			b.Fatal(err)
 		}
 		if statements {
-			if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset(); SELECT pg_stat_reset()"); err != nil {
-				b.Fatal(err)
-			}
+			dbassert.ResetStatementStatistics(b, pool)
 		}
 		if v := os.Getenv("MAILFATHOM_INGEST_SQL"); v != "" {
 			if _, err := pool.Exec(ctx, v); err != nil {
@@ -175,13 +170,8 @@ func BenchmarkIngest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, "SELECT pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('wal')"); err != nil {
-			b.Fatal(err)
-		}
-		var walBefore string
-		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&walBefore); err != nil {
-			b.Fatal(err)
-		}
+		dbassert.ResetWriteStatistics(b, pool)
+		walBefore := dbassert.WALPosition(b, pool)
 		if path := os.Getenv("MAILFATHOM_INGEST_CPUPROFILE"); path != "" && i == 0 {
 			f, err := os.Create(path)
 			if err != nil {
@@ -218,10 +208,7 @@ func BenchmarkIngest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var wal int64
-		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn() - $1::pg_lsn", walBefore).Scan(&wal); err != nil {
-			b.Fatal(err)
-		}
+		wal := dbassert.WALBytesSince(b, pool, walBefore)
 		pg := pgAfter - pgBefore
 		load, _ := os.ReadFile("/proc/loadavg")
 		b.Logf("run %d: %d messages in %.2f s (%.0f msgs/s); PostgreSQL %.2f s CPU (%.3f ms/msg), writer %.2f s CPU (%.3f ms/msg); WAL %.1f MB (%.1f KB/msg); loadavg %s",
@@ -231,24 +218,13 @@ func BenchmarkIngest(b *testing.B) {
 		b.ReportMetric(self.Seconds(), "writer_cpu_s")
 		b.ReportMetric(float64(wal)/1e3/float64(n), "wal_KB/msg")
 		b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
-		var io string
-		if err := pool.QueryRow(ctx, `SELECT format('backends wrote %s buffers (%s fsyncs), checkpointer %s, bgwriter %s; WAL: %s records, %s FPIs, %s times WAL buffers full, %s writes, %s syncs',
-				buffers_backend, buffers_backend_fsync, buffers_checkpoint, buffers_clean, wal_records, wal_fpi, wal_buffers_full, wal_write, wal_sync)
-			FROM pg_stat_bgwriter, pg_stat_wal`).Scan(&io); err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("%s", io)
+		b.Logf("%s", dbassert.WriteStatistics(b, pool))
 		if statements {
 			logStatements(b, pool)
 		}
-		var sizes string
-		_ = pool.QueryRow(ctx, `SELECT string_agg(format('%s %s', relname, pg_size_pretty(pg_total_relation_size(relid))), ', ' ORDER BY pg_total_relation_size(relid) DESC)
-			FROM pg_stat_user_tables WHERE relname IN ('stored_emails','email_message_contents','email_search_documents','email_participants','email_attachments','email_passages')`).Scan(&sizes)
-		b.Logf("sizes: %s", sizes)
-		var maintenance string
-		_ = pool.QueryRow(ctx, `SELECT coalesce(string_agg(format('%s vacuumed %s, analyzed %s', relname, autovacuum_count, autoanalyze_count), ', '), 'none')
-			FROM pg_stat_all_tables WHERE autovacuum_count + autoanalyze_count > 0`).Scan(&maintenance)
-		b.Logf("autovacuum during the run: %s", maintenance)
+		b.Logf("sizes: %s", dbassert.TableSizes(b, pool, "stored_emails", "email_message_contents", "email_search_documents",
+			"email_participants", "email_attachments", "email_passages"))
+		b.Logf("autovacuum during the run: %s", dbassert.Autovacuums(b, pool))
 		conn.Release()
 		second.Release()
 		pool.Close()
@@ -256,35 +232,12 @@ func BenchmarkIngest(b *testing.B) {
 }
 
 func logStatements(b *testing.B, pool *pgxpool.Pool) {
-	ctx := context.Background()
-	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time + total_plan_time, format('plan %s ms: ', round(total_plan_time)) || left(regexp_replace(query, '\s+', ' ', 'g'), 160)
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT 25`)
-	if err != nil {
-		b.Log(err)
-		return
+	for _, s := range dbassert.SlowestStatements(b, pool, 25) {
+		query := []rune(s.Query)
+		b.Logf("%8d calls %9.0f ms (exec+plan)  plan %.0f ms: %s", s.Calls, s.Milliseconds, s.PlanMilliseconds, string(query[:min(len(query), 160)]))
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var calls int64
-		var ms float64
-		var q string
-		if err := rows.Scan(&calls, &ms, &q); err != nil {
-			b.Log(err)
-			return
-		}
-		b.Logf("%8d calls %9.0f ms (exec+plan)  %s", calls, ms, q)
-	}
-	rows2, err := pool.Query(ctx, `SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions ORDER BY total_time DESC LIMIT 10`)
-	if err == nil {
-		defer rows2.Close()
-		for rows2.Next() {
-			var f string
-			var calls int64
-			var tot, self float64
-			_ = rows2.Scan(&f, &calls, &tot, &self)
-			b.Logf("function %s: %d calls %.0f ms (self %.0f ms)", f, calls, tot, self)
-		}
+	for _, f := range dbassert.SlowestFunctions(b, pool, 10) {
+		b.Logf("function %s: %d calls %.0f ms (self %.0f ms)", f.Name, f.Calls, f.Milliseconds, f.SelfMilliseconds)
 	}
 }
 

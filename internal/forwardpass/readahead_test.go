@@ -154,10 +154,8 @@ func TestForwardPassReadsContentAheadWhileABatchCommits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, uids)
 	for _, u := range uids {
-		var raw string
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT convert_from(c.raw_mime, 'UTF8') FROM stored_emails e
-			JOIN email_message_contents c ON c.stored_email_id = e.id WHERE e.mail_folder_id = $1 AND e.uid = $2`, b.binding.ID, u).Scan(&raw))
-		require.Equal(t, fmt.Sprintf("Subject: message %d\r\n\r\nbody of message %d\r\n", u, u), raw, "a message read ahead keeps its own bytes")
+		require.Equal(t, fmt.Sprintf("Subject: message %d\r\n\r\nbody of message %d\r\n", u, u), b.rawMIME(ctx, t, u),
+			"a message read ahead keeps its own bytes")
 	}
 }
 

@@ -1,6 +1,8 @@
 package heapgoal_test
 
 import (
+	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/heapgoal"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 func TestPercent(t *testing.T) {
@@ -36,35 +39,37 @@ func TestKeepFollowsTheLiveHeap(t *testing.T) {
 
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
 	// settled collects until the finalizer has re-targeted the goal for
-	// the current live heap, and returns live and goal.
-	settled := func() (live, goal uint64) {
-		for range 50 {
+	// the current live heap as want expects, and returns live and goal.
+	settled := func(what string, want func(live, goal float64) bool) (live, goal uint64) {
+		t.Helper()
+		poll.Until(t, 5*time.Second, what, func() (bool, string) {
 			runtime.GC()
 			time.Sleep(time.Millisecond) // the finalizer goroutine adjusts
 			runtime.GC()
 			metrics.Read(sample)
 			live, goal = sample[0].Value.Uint64(), sample[1].Value.Uint64()
-			if goal > live+headroom*9/10 && goal < live+headroom*12/10 {
-				return live, goal
-			}
-		}
+			return want(float64(live), float64(goal)), fmt.Sprintf("live heap %d MiB, goal %d MiB", live/mib, goal/mib)
+		})
 		return live, goal
 	}
+	plusHeadroom := func(live, goal float64) bool { return math.Abs(goal-(live+headroom)) <= headroom*0.2 }
 
-	live, goal := settled()
+	live, goal := settled("small live heap: goal is live + headroom", plusHeadroom)
 	require.InDelta(t, float64(live+headroom), float64(goal), headroom*0.2, "small live heap: goal is live + headroom")
 
 	big := make([][]byte, 0, 96)
 	for range 96 {
 		big = append(big, make([]byte, mib))
 	}
-	live, goal = settled()
+	live, goal = settled("large live heap: goal is twice the live heap", func(live, goal float64) bool {
+		return math.Abs(goal-2*live) <= live*0.2
+	})
 	require.GreaterOrEqual(t, live, uint64(96*mib))
 	require.InDelta(t, float64(2*live), float64(goal), float64(live)*0.2, "large live heap: goal is twice the live heap")
 	runtime.KeepAlive(big)
 	big = nil
 
-	live, goal = settled()
+	live, goal = settled("the goal follows the live heap down", plusHeadroom)
 	require.Less(t, live, uint64(64*mib))
 	require.InDelta(t, float64(live+headroom), float64(goal), headroom*0.2, "the goal follows the live heap down")
 }

@@ -2,6 +2,7 @@ package jobqueue_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/jobs"
 )
 
@@ -144,9 +146,10 @@ func TestClient(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the committed job never ran")
 		}
-		require.Eventually(t, func() bool {
-			return count(ctx, t, b, "SELECT count(*) FROM river_job WHERE kind = 'test_note' AND state = 'completed'") == 1
-		}, 10*time.Second, 20*time.Millisecond)
+		poll.Until(t, 10*time.Second, "the job is completed", func() (bool, string) {
+			n := count(ctx, t, b, "SELECT count(*) FROM river_job WHERE kind = 'test_note' AND state = 'completed'")
+			return n == 1, fmt.Sprintf("%d completed", n)
+		})
 		require.Equal(t, 1.0, counterValue(t, b.reg, "mailfathom_job_attempts_total", map[string]string{"kind": "test_note", "outcome": "completed"}))
 	})
 
@@ -156,9 +159,10 @@ func TestClient(t *testing.T) {
 
 		_, err := b.client.Insert(ctx, panicArgs{}, &river.InsertOpts{Queue: jobs.QueueAccounts})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			return count(ctx, t, b, "SELECT count(*) FROM river_job WHERE kind = 'test_panic' AND state = 'cancelled'") == 1
-		}, 10*time.Second, 20*time.Millisecond)
+		poll.Until(t, 10*time.Second, "the panicking job is cancelled", func() (bool, string) {
+			n := count(ctx, t, b, "SELECT count(*) FROM river_job WHERE kind = 'test_panic' AND state = 'cancelled'")
+			return n == 1, fmt.Sprintf("%d cancelled", n)
+		})
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/liveness"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -169,8 +170,8 @@ func TestMaintenanceLeadership(t *testing.T) {
 	second.Keep(20 * time.Millisecond)
 	first.Close()
 	require.False(t, first.Leading())
-	require.Eventually(t, second.Leading, 10*time.Second, 10*time.Millisecond,
-		"the next process takes the leadership at its next check once the leader's session ends")
+	poll.UntilTrue(t, 10*time.Second, "the next process takes the leadership at its next check once the leader's session ends",
+		second.Leading)
 
 	third, err := liveness.TakeProcessLock(ctx, pool, "host-3", logger)
 	require.NoError(t, err)

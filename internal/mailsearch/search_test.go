@@ -20,6 +20,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
@@ -134,8 +135,7 @@ func TestSearch(t *testing.T) {
 	t.Run("TombstonedMailIsNeverFound", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, b.ids["crane"])
-		require.NoError(t, err)
+		dbassert.MarkExpunged(t, b.pool, b.ids["crane"])
 		for _, mode := range mailsearch.Modes {
 			hits, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection report", Mode: mode})
 			require.NoError(t, err)
@@ -238,8 +238,7 @@ func TestSearch(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		labels := []string{`\Inbox`, "Harbour"}
-		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_labels = $2 WHERE id = $1`, b.ids["crane"], labels)
-		require.NoError(t, err)
+		dbassert.SetLabels(t, b.pool, b.ids["crane"], labels)
 		for _, mode := range mailsearch.Modes {
 			res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection report", Mode: mode})
 			require.NoError(t, err)
@@ -264,16 +263,17 @@ func TestSearch(t *testing.T) {
 	t.Run("AliasOfASharedOccurrence", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var accountID int64
-		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT mailbox_account_id FROM stored_emails WHERE id = $1`, b.ids["crane"]).Scan(&accountID))
+		crane, found, err := mailstore.ReadMutableEmail(b.ctx, b.pool, b.ids["crane"])
+		require.NoError(t, err)
+		require.True(t, found)
+		accountID := crane.AccountID
 		tx, err := b.pool.Begin(b.ctx)
 		require.NoError(t, err)
 		work, _, _, err := mailstore.CommitBinding(b.ctx, tx, accountID, "WORK", "Work", "/")
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(b.ctx))
 		// The crane report is also under the label Work, stored once.
-		_, err = b.pool.Exec(b.ctx, `UPDATE stored_emails SET server_email_id = 'x-gm-msgid:7' WHERE id = $1`, b.ids["crane"])
-		require.NoError(t, err)
+		dbassert.SetServerEmailID(t, b.pool, b.ids["crane"], "x-gm-msgid:7")
 		occurrence, err := mailstore.UpsertOccurrence(b.ctx, b.pool, mailstore.Occurrence{AccountID: accountID, FolderID: work.ID,
 			UIDValidity: 1, UID: 1, Size: 1, Availability: mailstore.Available, ServerEmailID: "x-gm-msgid:7", SharedEmailID: b.ids["crane"]})
 		require.NoError(t, err)
@@ -289,8 +289,7 @@ func TestSearch(t *testing.T) {
 		require.Len(t, similar, 1)
 		require.Equal(t, b.ids["crane"], similar[0].StoredEmailID)
 
-		_, err = b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_expunge_observed_at = now() WHERE id = $1`, occurrence)
-		require.NoError(t, err)
+		dbassert.MarkExpunged(t, b.pool, occurrence)
 		for _, mode := range mailsearch.Modes {
 			res, err := b.searcher.Search(b.ctx, mailsearch.Request{Text: "crane inspection", Mode: mode, Alias: "WORK"})
 			require.NoError(t, err)

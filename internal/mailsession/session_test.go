@@ -26,6 +26,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 )
 
@@ -486,9 +487,10 @@ func TestReconcileSessionRecoversItsOneConnection(t *testing.T) {
 	require.Equal(t, before.Present, after.Present)
 	require.Equal(t, before.Vanished, after.Vanished)
 	require.NoError(t, s.Close())
-	require.Eventually(t, func() bool {
-		return strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">") >= 2
-	}, dovecot.LogWait, 10*time.Millisecond)
+	poll.Until(t, dovecot.LogWait, "Dovecot logged the logins before and after the cut", func() (bool, string) {
+		got := strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">")
+		return got >= 2, fmt.Sprintf("%d logins", got)
+	})
 	require.Equal(t, 2, strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">"), "one connection before the cut, one after")
 	b.requireUnseen(t, append(uids[:2:2], uids[3:]...))
 	wiretap.RequireReadOnly(t, b.rec)

@@ -90,6 +90,7 @@ func TestMutations(t *testing.T) {
 		ctx, b := setup(t)
 		const callers = 6
 		ids := make([]uuid.UUID, callers)
+		errs := make([]error, callers)
 		createdCount := 0
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -98,16 +99,18 @@ func TestMutations(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				m, created, err := record(ctx, t, b, move(b, "same"))
-				require.NoError(t, err)
 				mu.Lock()
 				defer mu.Unlock()
-				ids[i] = m.ID
+				ids[i], errs[i] = m.ID, err
 				if created {
 					createdCount++
 				}
 			}()
 		}
 		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
 		require.Equal(t, 1, createdCount)
 		for _, id := range ids {
 			require.Equal(t, ids[0], id)

@@ -22,6 +22,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/searchindex"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/mimex"
@@ -169,8 +170,7 @@ func TestSearchTools(t *testing.T) {
 	t.Run("LabelsAnsweredAndFiltered", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.pool.Exec(b.ctx, `UPDATE stored_emails SET remote_labels = '{"\\Inbox","Reports"}' WHERE id = $1`, b.reports[3])
-		require.NoError(t, err)
+		dbassert.SetLabels(t, b.pool, b.reports[3], []string{`\Inbox`, "Reports"})
 		got, refused := call(t, b, "search_emails", map[string]any{"query": "crane winches", "mode": "lexical", "label": "reports"})
 		require.Empty(t, refused)
 		require.Len(t, got.Emails, 1, "the label filter, any case")

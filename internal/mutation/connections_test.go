@@ -2,6 +2,7 @@ package mutation_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -17,9 +18,11 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mutation"
 	"github.com/mailfathom/mailfathom/internal/outbound"
 	"github.com/mailfathom/mailfathom/internal/slots"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 func TestConnections(t *testing.T) {
@@ -104,8 +107,10 @@ func TestConnections(t *testing.T) {
 		ctx, b := setup(t, 2*time.Second)
 		use(ctx, t, b)
 		require.ErrorIs(t, b.lockOf(ctx), slots.ErrFull)
-		require.Eventually(t, func() bool { return b.lockOf(ctx) == nil }, 10*time.Second, 50*time.Millisecond,
-			"the slot is given back once the connection was idle for the period")
+		poll.Until(t, 10*time.Second, "the slot is given back once the connection was idle for the period", func() (bool, string) {
+			err := b.lockOf(ctx)
+			return err == nil, fmt.Sprintf("taking the slot: %v", err)
+		})
 		use(ctx, t, b)
 		require.EqualValues(t, 2, b.opened.Load(), "the next change pays for a fresh connection")
 	})
@@ -120,12 +125,11 @@ func TestConnections(t *testing.T) {
 		// The session holding the lock ends, as it does when PostgreSQL
 		// restarts: another process may now take the lock, so the
 		// connection it guarded must not stay open.
-		var ended bool
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
-			WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ended))
-		require.True(t, ended)
-		require.Eventually(t, func() bool { return b.proxy.Stats().Active == 0 }, 10*time.Second, 20*time.Millisecond,
-			"the idle connection closes once its lock is lost")
+		require.Positive(t, dbassert.EndAdvisoryLockHolders(t, b.pool))
+		poll.Until(t, 10*time.Second, "the idle connection closes once its lock is lost", func() (bool, string) {
+			active := b.proxy.Stats().Active
+			return active == 0, fmt.Sprintf("%d connections open", active)
+		})
 		require.NoError(t, b.lockOf(ctx))
 
 		use(ctx, t, b)

@@ -20,6 +20,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/jobqueue"
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/mutation"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 )
@@ -75,20 +76,29 @@ func TestHandler(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return ctx, &testBundle{pool: pool, srv: srv, email: email}
 	}
-	post := func(t *testing.T, b *testBundle, body string) (int, map[string]any) {
-		t.Helper()
+	// send posts body and returns the status and the decoded answer; it
+	// fails no test, so a caller off the test's goroutine may use it.
+	send := func(b *testBundle, body string) (int, map[string]any, error) {
 		resp, err := http.Post(b.srv.URL+"/api/v1/mutations", "application/json", bytes.NewBufferString(body))
-		require.NoError(t, err)
+		if err != nil {
+			return 0, nil, err
+		}
 		defer resp.Body.Close()
 		var out map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		return resp.StatusCode, out
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out, err
+	}
+	post := func(t *testing.T, b *testBundle, body string) (int, map[string]any) {
+		t.Helper()
+		code, out, err := send(b, body)
+		require.NoError(t, err)
+		return code, out
 	}
 	count := func(ctx context.Context, t *testing.T, b *testBundle) int {
 		t.Helper()
-		var n int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM mailbox_mutations`).Scan(&n))
-		return n
+		recorded, err := mailstore.ListMutations(ctx, b.pool, mailstore.MutationFilter{})
+		require.NoError(t, err)
+		return len(recorded)
 	}
 
 	t.Run("CreatedThenTheSameRequestThenAConflict", func(t *testing.T) {
@@ -131,17 +141,21 @@ func TestHandler(t *testing.T) {
 		const callers = 4
 		codes := make([]int, callers)
 		ids := make([]any, callers)
+		errs := make([]error, callers)
 		var wg sync.WaitGroup
 		for i := range callers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				codes[i], ids[i] = func() (int, any) { c, out := post(t, b, body); return c, out["id"] }()
+				var out map[string]any
+				codes[i], out, errs[i] = send(b, body)
+				ids[i] = out["id"]
 			}()
 		}
 		wg.Wait()
 		created := 0
 		for i := range callers {
+			require.NoError(t, errs[i])
 			require.Contains(t, []int{http.StatusCreated, http.StatusOK}, codes[i])
 			if codes[i] == http.StatusCreated {
 				created++
@@ -155,11 +169,15 @@ func TestHandler(t *testing.T) {
 	t.Run("BadInputIsRefusedByNameAndRecordsNothing", func(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
-		_, err := b.pool.Exec(ctx, `INSERT INTO stored_emails (id, mailbox_account_id, mail_folder_id, uid_validity, uid, content_availability, remote_expunge_observed_at)
-			SELECT $1, mailbox_account_id, mail_folder_id, 1, 8, 'Available', now() FROM stored_emails WHERE id = $2`, uuid.New(), b.email)
+		// A message of the same folder the server expunged.
+		served, found, err := mailstore.ReadMutableEmail(ctx, b.pool, b.email)
 		require.NoError(t, err)
-		var tombstoned uuid.UUID
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT id FROM stored_emails WHERE uid = 8`).Scan(&tombstoned))
+		require.True(t, found)
+		raw := []byte("Subject: gone\r\n\r\nexpunged on the server\r\n")
+		tombstoned, err := mailstore.UpsertOccurrence(ctx, b.pool, mailstore.Occurrence{AccountID: served.AccountID,
+			FolderID: served.FolderID, UIDValidity: 1, UID: 8, Size: int64(len(raw)), Raw: raw, Availability: mailstore.Available})
+		require.NoError(t, err)
+		dbassert.MarkExpunged(t, b.pool, tombstoned)
 		email := b.email.String()
 		for _, tc := range []struct {
 			body   string

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // testDir returns a fresh directory that the postgres account can traverse
@@ -173,7 +175,7 @@ func TestStopOrphan(t *testing.T) {
 	require.NoError(t, StopOrphan(context.Background(), opts))
 	// pg_ctl stop returns once postmaster.pid is gone, a moment before the
 	// process has exited.
-	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 10*time.Second, 10*time.Millisecond)
+	poll.UntilTrue(t, 10*time.Second, "the stopped server's process exited", func() bool { return syscall.Kill(pid, 0) != nil })
 	require.NoError(t, StopOrphan(context.Background(), opts), "nothing running is fine")
 }
 
@@ -188,7 +190,7 @@ func TestRestartAfterServerKilled(t *testing.T) {
 	execSQL(t, cl.ConnString("postgres"), "create table t (x int); insert into t values (7)")
 	pid := postmasterPID(t, opts.DataDir)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 10*time.Second, 10*time.Millisecond)
+	poll.UntilTrue(t, 10*time.Second, "the killed server's process is gone", func() bool { return syscall.Kill(pid, 0) != nil })
 	cl.lock.unlock()
 	cl.stopped = true
 	require.FileExists(t, filepath.Join(opts.DataDir, "postmaster.pid"))

@@ -496,6 +496,7 @@ func TestRunWaitEndedAtOnceDegradesTheFolder(t *testing.T) {
 			b.countLog(degraded, "alias", "ARCHIVE", "consecutive_failures", 2, "level", "WARN") == 1
 	})
 	idles := b.script.idleCount()
+	// Past the pause after which a failing folder asks for IDLE again; nothing marks that it does not.
 	time.Sleep(2 * time.Second)
 	require.Equal(t, idles, b.script.idleCount(), "a degraded folder's IDLE is not asked for again")
 	require.Equal(t, 4, idles, "one IDLE per failure, two folders")
@@ -663,8 +664,13 @@ func TestRunDeclinedSubscriptionCostsItsBound(t *testing.T) {
 	watching := conns + 2
 	b.waitFor(t, 15*time.Second, "asked again", func() bool { return w.notifyCount() == 2 })
 	require.GreaterOrEqual(t, w.notifys[1].Sub(declinedAt), 9500*time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
-	require.Equal(t, conns+3, b.server.Connections(), "asking again costs one connection")
+	asking := conns + 3
+	b.waitFor(t, 5*time.Second, "the second ask was declined and its connection closed", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.ended[asking] && b.countLog("mail server declined the push subscription, so each folder is watched over a connection of its own") == 2
+	})
+	require.Equal(t, asking, b.server.Connections(), "asking again costs one connection")
 	w.mu.Lock()
 	require.False(t, w.ended[watching], "the session that watches is not torn down to ask")
 	w.mu.Unlock()

@@ -10,6 +10,7 @@ package sasl_test
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/oauthtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // logWait bounds the wait for a connection state or a Dovecot log line.
@@ -91,7 +93,9 @@ func TestDovecotAuthenticatesWithEachMechanism(t *testing.T) {
 				require.NoError(t, authenticate(t, c, m, u.Name(), u.Password()), m)
 				// imapclient signals the command's end before it updates
 				// its state, so the state may lag a moment.
-				require.Eventually(t, func() bool { return c.State() == imap.ConnStateAuthenticated }, logWait, time.Millisecond, m)
+				poll.Until(t, logWait, fmt.Sprintf("%s: the connection is authenticated", m), func() (bool, string) {
+					return c.State() == imap.ConnStateAuthenticated, fmt.Sprintf("state %v", c.State())
+				})
 				line := s.WaitLog("user=<"+u.Name()+">, method="+string(m)+",", logWait)
 				require.Contains(t, line, "Login:")
 				// The session works.
@@ -260,7 +264,9 @@ func TestDovecotAcceptsABearerToken(t *testing.T) {
 				require.Contains(t, c.Caps().AuthMechanisms(), string(m))
 				token := as.Issue(u.Name())
 				require.NoError(t, authenticateWithToken(t, c, m, u.Name(), token, s.TLSPort()), m)
-				require.Eventually(t, func() bool { return c.State() == imap.ConnStateAuthenticated }, logWait, time.Millisecond, m)
+				poll.Until(t, logWait, fmt.Sprintf("%s: the connection is authenticated", m), func() (bool, string) {
+					return c.State() == imap.ConnStateAuthenticated, fmt.Sprintf("state %v", c.State())
+				})
 				s.WaitLog("user=<"+u.Name()+">, method="+string(m)+",", logWait)
 				_, err := c.Select("INBOX", &imap.SelectOptions{ReadOnly: true}).Wait()
 				require.NoError(t, err, m)

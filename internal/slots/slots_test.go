@@ -2,6 +2,7 @@ package slots_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/slots"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -150,9 +152,9 @@ func TestAcquire(t *testing.T) {
 		// A crashed worker: its connection closes, its slots go with it.
 		require.NoError(t, conn.Conn().Close(ctx))
 		conn.Release()
-		require.Eventually(t, func() bool {
+		poll.Until(t, 5*time.Second, "the crashed worker's slot is free", func() (bool, string) {
 			_, err := acquire(ctx, t, b, "b", bounds)
-			return err == nil
-		}, 5*time.Second, 50*time.Millisecond)
+			return err == nil, fmt.Sprintf("acquiring: %v", err)
+		})
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
 	"github.com/mailfathom/mailfathom/internal/testharness/nonroot"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // TestRunsWithoutRoot checks the configuration for a test that is not
@@ -73,6 +74,8 @@ func TestMasterEndsWithItsTestBinary(t *testing.T) {
 		}
 		return pids
 	}
-	require.Eventually(t, func() bool { return len(serving()) == 0 }, 10*time.Second, 50*time.Millisecond,
-		"processes of the child's server outlived it: %v", serving())
+	poll.Until(t, 10*time.Second, "no process of the child's server outlives it", func() (bool, string) {
+		left := serving()
+		return len(left) == 0, fmt.Sprintf("%v", left)
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/sysdeps"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 func TestIdentifier(t *testing.T) {
@@ -75,7 +76,7 @@ func TestOrphanedClusterIsReaped(t *testing.T) {
 	lock.Close()
 
 	require.NoDirExists(t, runPath)
-	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 10*time.Second, 10*time.Millisecond)
+	poll.UntilTrue(t, 10*time.Second, "the orphaned server's process exited", func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 // runOrphanHelper starts a cluster, reports it, and waits to be killed.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/internal/testharness/serverproc"
 )
 
@@ -37,8 +38,7 @@ func TestStopEndsTheWholeProcessGroup(t *testing.T) {
 	require.True(t, alive(child), "child %s", child)
 
 	p.Stop()
-	require.Eventually(t, func() bool { return !alive(child) }, 5*time.Second, 10*time.Millisecond,
-		"the child that ignores SIGTERM outlived Stop")
+	poll.UntilTrue(t, 5*time.Second, "the child that ignores SIGTERM does not outlive Stop", func() bool { return !alive(child) })
 	p.Stop() // idempotent
 }
 

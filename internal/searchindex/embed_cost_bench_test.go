@@ -1,4 +1,4 @@
-package workers_test
+package searchindex_test
 
 import (
 	"context"
@@ -52,7 +52,7 @@ import (
 // what River spends fetching and completing a job is the same in every
 // variant. MAILFATHOM_BENCH_MESSAGES sets the messages (default 2000).
 //
-//	go test ./workers/ -run XX -bench EmbedDatabaseTime -benchtime 1x
+//	go test ./internal/searchindex/ -run XX -bench EmbedDatabaseTime -benchtime 1x
 func BenchmarkEmbedDatabaseTime(b *testing.B) {
 	messages := 2000
 	if v := os.Getenv("MAILFATHOM_BENCH_MESSAGES"); v != "" {

@@ -1,0 +1,51 @@
+// Package dbassert reads and arranges MailFathom's database for the tests
+// of packages that hold no SQL of their own.
+//
+// A read answers one question a test asks of the store — how many jobs of
+// a kind are waiting, what is stored of a folder, which passages were
+// refused — where no store package exports a function that answers it.
+// An arrange helper puts the database in a state the product has no
+// function for, as an operator, a crash or an older version would leave
+// it. Every helper fails the test when its statement does, so a test
+// reads as what it checks.
+package dbassert
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier is what the helpers read and write through: *pgxpool.Pool,
+// *pgxpool.Conn, *pgx.Conn and pgx.Tx all satisfy it.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// check fails tb, saying what was being done, when err is not nil.
+func check(tb testing.TB, err error, doing string) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatalf("dbassert: %s: %v", doing, err)
+	}
+}
+
+// count runs a statement that returns one count.
+func count(tb testing.TB, q Querier, doing, sql string, args ...any) int {
+	tb.Helper()
+	var n int
+	check(tb, q.QueryRow(context.Background(), sql, args...).Scan(&n), doing)
+	return n
+}
+
+// exec runs a statement that writes.
+func exec(tb testing.TB, q Querier, doing, sql string, args ...any) pgconn.CommandTag {
+	tb.Helper()
+	tag, err := q.Exec(context.Background(), sql, args...)
+	check(tb, err, doing)
+	return tag
+}
