@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,8 +55,12 @@ func (w *MutationStageWorker) Work(ctx context.Context, job *river.Job[jobs.Muta
 		// an observation that only synchronization makes.
 		return nil
 	}
+	// The job's lines name the mutation, so one change can be followed
+	// through its stages in the log.
+	logger := jobqueue.Annotate(ctx, w.deps.Logger, slog.String("account", m.AccountKey),
+		slog.String("mutation", m.ID.String()), slog.String("stage", string(m.Stage)))
 	if _, ok := configuredAccount(w.deps.Config, m.AccountKey); !ok {
-		jobqueue.Logger(ctx, w.deps.Logger).InfoContext(ctx, "the mutation's account is no longer configured; it is not carried")
+		logger.InfoContext(ctx, "the mutation's account is no longer configured; it is not carried")
 		return nil
 	}
 	// The job's liveness lock: a process that dies while carrying the

@@ -442,6 +442,49 @@ func TestRelocationResumesAfterEachStage(t *testing.T) {
 	require.Equal(t, []imap.UID{imap.UID(got.PlacedUID)}, b.user.UIDs("Filed"))
 }
 
+// TestDeleteWhoseFlagWasClearedIsSetAgain: another client clears the
+// \Deleted flag a delete set before its expunge; the expunge leaves the
+// message in place, so the delete is not completed and the local copy stays
+// served — the change goes back to set the flag again (40002) — and the next
+// runs carry it to its end: gone on the server, hidden locally. (In the hour
+// soak a delete was completed and its message kept by the server, and
+// hidden locally for good.)
+func TestDeleteWhoseFlagWasClearedIsSetAgain(t *testing.T) {
+	t.Parallel()
+	b := setupMutations(t)
+	b.noMutationWorkers = true
+	b.start(t)
+	b.waitIdle(t)
+	del := b.request(t, b.uids[2], "delete", "")
+
+	b.runAgain(t)
+	require.Equal(t, mailstore.StageFlagged, b.mutation(t, del.ID).Stage)
+	require.Contains(t, b.user.Flags("INBOX", b.uids[2]), imap.FlagDeleted)
+	b.user.SetFlags("INBOX", b.uids[2], nil, []imap.Flag{imap.FlagDeleted})
+
+	b.runAgain(t)
+	got := b.mutation(t, del.ID)
+	require.NotEqual(t, mailstore.MutationCompleted, got.State, "the message is still on the server")
+	require.Equal(t, mailstore.StageRecorded, got.Stage, "back to setting the flag")
+	require.Equal(t, mutation.CodeFlagCleared, got.FailureCode)
+	require.Contains(t, b.user.UIDs("INBOX"), b.uids[2])
+	e, found, err := mailstore.ReadMutableEmail(context.Background(), b.pool, del.EmailID)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.False(t, e.Tombstoned, "the local copy stays served while the server holds the message")
+
+	b.runAgain(t)
+	b.runAgain(t)
+	got = b.mutation(t, del.ID)
+	require.Equal(t, mailstore.MutationCompleted, got.State, "failure code %q", got.FailureCode)
+	require.NotContains(t, b.user.UIDs("INBOX"), b.uids[2])
+	require.Contains(t, b.user.UIDs("INBOX"), b.owners, "the owner's own \\Deleted message is never expunged by us")
+	e, found, err = mailstore.ReadMutableEmail(context.Background(), b.pool, del.EmailID)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.True(t, e.Tombstoned)
+}
+
 // TestFailingChangeSpendsItsAttempts: a change the server keeps refusing
 // fails the account's run each time, is counted once per attempt across
 // runs, and is dead-lettered once MAX_MUTATION_ATTEMPTS are spent.

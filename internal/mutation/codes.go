@@ -25,6 +25,10 @@ const (
 	CodeAttemptsExhausted = "30001"
 	// CodeCommandRefused: the server answered NO or BAD.
 	CodeCommandRefused = "40001"
+	// CodeFlagCleared: the expunge of a delete or a relocation left the
+	// message in place, because its \Deleted flag had been cleared since
+	// it was set; the next attempt sets it again.
+	CodeFlagCleared = "40002"
 	// CodeMailboxUnavailable: the mailbox could not be reached.
 	CodeMailboxUnavailable = "50001"
 )

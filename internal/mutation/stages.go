@@ -201,11 +201,24 @@ func (c *Stages) issue(ctx context.Context, s *Session, m *mailstore.Mutation, s
 		return c.advance(ctx, *m, m.Stage, mailstore.MutationAdvance{Stage: mailstore.StageFlagged})
 
 	case m.Stage == mailstore.StageFlagged:
+		kept := false
 		err := inSource(func(ctx context.Context, w *imapx.WriteConnection) error {
-			return w.ExpungeUID(ctx, uid)
+			if err := w.ExpungeUID(ctx, uid); err != nil {
+				return err
+			}
+			// UID EXPUNGE removes only a message that carries \Deleted and
+			// answers OK whatever it removed: whether the message left is
+			// asked, so a flag cleared since it was set (by another client,
+			// or lost by the server) never reads as a completed change.
+			held, err := w.Holds(ctx, uid)
+			kept = held
+			return err
 		})
 		if err != nil {
 			return err
+		}
+		if kept {
+			return c.rewind(ctx, *m)
 		}
 		return c.advance(ctx, *m, mailstore.StageFlagged, mailstore.MutationAdvance{Stage: mailstore.StageCompleted})
 
@@ -386,6 +399,32 @@ func (c *Stages) advance(ctx context.Context, m mailstore.Mutation, from mailsto
 	return nil
 }
 
+// errFlagCleared: the expunge left the message in place, its \Deleted
+// flag no longer set.
+var errFlagCleared = failure.New("MailboxMutationFlagCleared",
+	"mutation: the message was still there after the expunge: its \\Deleted flag had been cleared")
+
+// rewind takes m, whose expunge left the message in place, back to the
+// stage before its flag was set — Recorded for a delete, Copied for a
+// relocation, whose copy is never repeated — with no job: like any failed
+// stage it waits for the account's next run, which sets the flag again.
+// It returns errFlagCleared.
+func (c *Stages) rewind(ctx context.Context, m mailstore.Mutation) error {
+	back := mailstore.StageRecorded
+	if m.Kind == mailstore.MutationRelocate {
+		back = mailstore.StageCopied
+	}
+	err := pgx.BeginFunc(context.WithoutCancel(ctx), c.cfg.Pool, func(tx pgx.Tx) error {
+		return mailstore.AdvanceMutation(context.WithoutCancel(ctx), tx, m.ID, mailstore.StageFlagged,
+			mailstore.MutationAdvance{Stage: back}, c.cfg.Now())
+	})
+	if err != nil {
+		return errors.Join(errFlagCleared, err)
+	}
+	c.log(ctx, slog.LevelWarn, "the expunge left the message in place: its \\Deleted flag had been cleared; the account's next run sets it again", m)
+	return errFlagCleared
+}
+
 // finish puts m in a final state.
 func (c *Stages) finish(ctx context.Context, m mailstore.Mutation, state mailstore.MutationState, code string) (mailstore.Mutation, error) {
 	err := pgx.BeginFunc(context.WithoutCancel(ctx), c.cfg.Pool, func(tx pgx.Tx) error {
@@ -425,8 +464,11 @@ func (c *Stages) failed(ctx context.Context, m mailstore.Mutation, err error) (m
 	}
 	code = CodeMailboxUnavailable
 	var cmdErr *imapx.CommandError
-	if errors.As(err, &cmdErr) {
+	switch {
+	case errors.As(err, &cmdErr):
 		code = CodeCommandRefused
+	case errors.Is(err, errFlagCleared):
+		code = CodeFlagCleared
 	}
 	if ferr := mailstore.FailMutation(context.WithoutCancel(ctx), c.cfg.Pool, m.ID, code, c.cfg.Now()); ferr != nil {
 		return m, errors.Join(err, ferr)
