@@ -14,17 +14,15 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 )
 
-// Querier is what the helpers read and write through: *pgxpool.Pool,
-// *pgxpool.Conn, *pgx.Conn and pgx.Tx all satisfy it.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier is what the helpers read and write through, the stores'
+// querier: *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn and pgx.Tx all satisfy
+// it.
+type Querier = mailstore.Querier
 
 // check fails tb, saying what was being done, when err is not nil.
 func check(tb testing.TB, err error, doing string) {
