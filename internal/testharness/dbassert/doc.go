@@ -8,6 +8,11 @@
 // function for, as an operator, a crash or an older version would leave
 // it. Every helper fails the test when its statement does, so a test
 // reads as what it checks.
+//
+// The reads named Read… are the exception: they take a context, fail no
+// test and return the error, for a sampler on a goroutine of its own
+// (which may not end the test) and for a wait or a verdict that reads
+// through an outage of the database.
 package dbassert
 
 import (

@@ -2,6 +2,7 @@ package dbassert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -10,27 +11,43 @@ import (
 	"github.com/mailfathom/mailfathom/internal/mailstore"
 )
 
-// folderID returns the id of alias's latest binding, of whichever account
-// bound it, and fails the test when it was never bound.
-func folderID(tb testing.TB, q Querier, alias string) int64 {
+// latestFolderID returns the id of alias's latest binding, of whichever
+// account bound it, and false when it was never bound.
+func latestFolderID(tb testing.TB, q Querier, alias string) (int64, bool) {
 	tb.Helper()
 	var id int64
-	check(tb, q.QueryRow(context.Background(),
-		`SELECT id FROM mail_folders WHERE alias = $1 ORDER BY generation DESC LIMIT 1`, alias).Scan(&id),
-		fmt.Sprintf("read the latest binding of alias %q", alias))
-	return id
+	err := q.QueryRow(context.Background(),
+		`SELECT id FROM mail_folders WHERE alias = $1 ORDER BY generation DESC LIMIT 1`, alias).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false
+	}
+	check(tb, err, fmt.Sprintf("read the latest binding of alias %q", alias))
+	return id, true
 }
 
 // Checkpoint returns the checkpoint of alias's latest binding, and fails
 // the test when it has none.
 func Checkpoint(tb testing.TB, q Querier, alias string) mailstore.Checkpoint {
 	tb.Helper()
-	cp, ok, err := mailstore.ReadCheckpoint(context.Background(), q, folderID(tb, q, alias))
-	check(tb, err, fmt.Sprintf("read the checkpoint of alias %q", alias))
+	cp, ok := LatestCheckpoint(tb, q, alias)
 	if !ok {
 		tb.Fatalf("dbassert: alias %q has no checkpoint", alias)
 	}
 	return cp
+}
+
+// LatestCheckpoint returns the checkpoint of alias's latest binding, and
+// false while there is none: the alias was never bound, or its binding
+// never synchronized.
+func LatestCheckpoint(tb testing.TB, q Querier, alias string) (mailstore.Checkpoint, bool) {
+	tb.Helper()
+	id, ok := latestFolderID(tb, q, alias)
+	if !ok {
+		return mailstore.Checkpoint{}, false
+	}
+	cp, ok, err := mailstore.ReadCheckpoint(context.Background(), q, id)
+	check(tb, err, fmt.Sprintf("read the checkpoint of alias %q", alias))
+	return cp, ok
 }
 
 // Generations returns the generations alias was bound in, in order.

@@ -20,6 +20,7 @@ type Job struct {
 	Kind, Queue string
 	State       rivertype.JobState
 	Attempt     int
+	CreatedAt   time.Time
 	ScheduledAt time.Time
 	AttemptedAt *time.Time
 	FinalizedAt *time.Time
@@ -63,24 +64,30 @@ func (j Job) Arg(name string) any {
 	return args[name]
 }
 
-const jobColumns = `id, kind, queue, state::text, attempt, scheduled_at, attempted_at, finalized_at,
+const jobColumns = `id, kind, queue, state::text, attempt, created_at, scheduled_at, attempted_at, finalized_at,
 	args::text, coalesce(errors::text[], '{}'), coalesce(metadata::text, ''),
 	coalesce((metadata->>'` + jobqueue.MetadataCarriedBy + `')::bigint, 0)`
 
 func scanJob(row pgx.CollectableRow) (Job, error) {
 	var j Job
 	var state string
-	err := row.Scan(&j.ID, &j.Kind, &j.Queue, &state, &j.Attempt, &j.ScheduledAt, &j.AttemptedAt, &j.FinalizedAt,
+	err := row.Scan(&j.ID, &j.Kind, &j.Queue, &state, &j.Attempt, &j.CreatedAt, &j.ScheduledAt, &j.AttemptedAt, &j.FinalizedAt,
 		&j.Args, &j.Errors, &j.Metadata, &j.CarriedBy)
 	j.State = rivertype.JobState(state)
 	return j, err
 }
 
+func readJobs(ctx context.Context, q Querier, sql string, args ...any) ([]Job, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanJob)
+}
+
 func jobs(tb testing.TB, q Querier, doing, sql string, args ...any) []Job {
 	tb.Helper()
-	rows, err := q.Query(context.Background(), sql, args...)
-	check(tb, err, doing)
-	out, err := pgx.CollectRows(rows, scanJob)
+	out, err := readJobs(context.Background(), q, sql, args...)
 	check(tb, err, doing)
 	return out
 }
@@ -89,8 +96,15 @@ func jobs(tb testing.TB, q Querier, doing, sql string, args ...any) []Job {
 // job of every kind.
 func Jobs(tb testing.TB, q Querier, kind string) []Job {
 	tb.Helper()
-	return jobs(tb, q, fmt.Sprintf("read the jobs of kind %q", kind),
-		`SELECT `+jobColumns+` FROM river_job WHERE $1 = '' OR kind = $1 ORDER BY id`, kind)
+	out, err := ReadJobs(context.Background(), q, kind)
+	check(tb, err, fmt.Sprintf("read the jobs of kind %q", kind))
+	return out
+}
+
+// ReadJobs is Jobs for a caller that may not fail the test: it returns
+// the error.
+func ReadJobs(ctx context.Context, q Querier, kind string) ([]Job, error) {
+	return readJobs(ctx, q, `SELECT `+jobColumns+` FROM river_job WHERE $1 = '' OR kind = $1 ORDER BY id`, kind)
 }
 
 // LastJob returns the newest job of kind, and fails the test when there
@@ -104,12 +118,12 @@ func LastJob(tb testing.TB, q Querier, kind string) Job {
 	return all[len(all)-1]
 }
 
-// JobCount counts the jobs of kind in one of states, or in any state when
-// none is given.
+// JobCount counts the jobs of kind (of every kind when kind is "") in one
+// of states, or in any state when none is given.
 func JobCount(tb testing.TB, q Querier, kind string, states ...rivertype.JobState) int {
 	tb.Helper()
 	return count(tb, q, fmt.Sprintf("count the jobs of kind %q in %v", kind, states),
-		`SELECT count(*) FROM river_job WHERE kind = $1 AND (cardinality($2::text[]) = 0 OR state::text = ANY($2))`,
+		`SELECT count(*) FROM river_job WHERE ($1 = '' OR kind = $1) AND (cardinality($2::text[]) = 0 OR state::text = ANY($2))`,
 		kind, stateNames(states))
 }
 
@@ -135,13 +149,13 @@ func MakeJobsDue(tb testing.TB, q Querier, kind string, states ...rivertype.JobS
 		WHERE kind = $1 AND state::text = ANY($2)`, kind, stateNames(states)).RowsAffected()
 }
 
-// CancelJobs cancels every job of kind in state, as an operator does in
-// River UI.
-func CancelJobs(tb testing.TB, q Querier, kind string, state rivertype.JobState) {
+// CancelJobs cancels every job of kind in one of states, as an operator
+// does in River UI, and returns how many it cancelled.
+func CancelJobs(tb testing.TB, q Querier, kind string, states ...rivertype.JobState) int64 {
 	tb.Helper()
-	exec(tb, q, fmt.Sprintf("cancel the jobs of kind %q", kind), `
+	return exec(tb, q, fmt.Sprintf("cancel the jobs of kind %q", kind), `
 		UPDATE river_job SET state = 'cancelled', finalized_at = now()
-		WHERE kind = $1 AND state::text = $2`, kind, string(state))
+		WHERE kind = $1 AND state::text = ANY($2)`, kind, stateNames(states)).RowsAffected()
 }
 
 // MarkJobRunning makes job id running in its first attempt, as a worker

@@ -1,7 +1,10 @@
 package dbassert
 
 import (
+	"context"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TransactionLockAwaited reports whether a session waits for a row
@@ -35,4 +38,27 @@ func EndAdvisoryLockHolders(tb testing.TB, q Querier) int {
 	return count(tb, q, "end the sessions holding advisory locks", `SELECT count(*) FILTER (WHERE ended) FROM (
 		SELECT pg_terminate_backend(pid) AS ended FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS t`)
+}
+
+// AdvisoryLock is an advisory lock a session holds on a 64-bit key.
+type AdvisoryLock struct {
+	// PID is the holding session's server process.
+	PID int32
+	Key int64
+}
+
+// ReadHeldAdvisoryLocks returns the advisory locks on 64-bit keys granted
+// in the current database, one consistent reading of the lock manager. It
+// fails no test, so a sampler on a goroutine of its own may call it: it
+// returns the error.
+func ReadHeldAdvisoryLocks(ctx context.Context, q Querier) ([]AdvisoryLock, error) {
+	rows, err := q.Query(ctx, `
+		SELECT l.pid, (l.classid::bigint << 32) | l.objid::bigint
+		FROM pg_locks l
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[AdvisoryLock])
 }

@@ -14,8 +14,10 @@ import (
 // Occurrence is one stored occurrence — a message at a UID of a folder
 // binding — with what is stored of its content.
 type Occurrence struct {
-	ID          uuid.UUID
-	Account     string
+	ID      uuid.UUID
+	Account string
+	// FolderID is its binding's id; Alias and Generation name it.
+	FolderID    int64
 	Alias       string
 	Generation  int
 	UIDValidity uint32
@@ -26,13 +28,15 @@ type Occurrence struct {
 	Flags        []string
 	// FlagsObservedAt is when its flags were last observed, nil for never.
 	FlagsObservedAt *time.Time
-	// Tombstoned reports an observed expunge; ExpungeReason says whose.
-	Tombstoned      bool
-	ExpungeReason   string
-	MessageID       string
-	ServerThreadID  string
-	Labels          []string
-	AttachmentCount int
+	// Tombstoned reports an observed expunge, observed at
+	// ExpungeObservedAt; ExpungeReason says whose.
+	Tombstoned        bool
+	ExpungeObservedAt *time.Time
+	ExpungeReason     string
+	MessageID         string
+	ServerThreadID    string
+	Labels            []string
+	AttachmentCount   int
 	// MIMEReadable is nil before extraction read the message; MIMEFailure
 	// names why it could not.
 	MIMEReadable *bool
@@ -41,6 +45,10 @@ type Occurrence struct {
 	// when none is stored under its own id.
 	ContentSHA256 []byte
 	ContentLength *int64
+	// SharedEmailID is the stored email whose content this occurrence
+	// shares (the server named both the same message), nil for one that
+	// holds its own.
+	SharedEmailID *uuid.UUID
 	// Served reports that readers see it (served_stored_emails).
 	Served bool
 }
@@ -56,11 +64,11 @@ func (o Occurrence) State() string {
 }
 
 const occurrenceSelect = `
-	SELECT e.id, a.account_key, f.alias, f.generation, e.uid_validity, e.uid, e.content_availability,
-	       e.remote_flags, e.remote_flags_observed_at, e.remote_expunge_observed_at IS NOT NULL,
+	SELECT e.id, a.account_key, f.id, f.alias, f.generation, e.uid_validity, e.uid, e.content_availability,
+	       e.remote_flags, e.remote_flags_observed_at, e.remote_expunge_observed_at IS NOT NULL, e.remote_expunge_observed_at,
 	       coalesce(e.remote_expunge_reason, ''), coalesce(e.message_id, ''), coalesce(e.server_thread_id, ''),
 	       e.remote_labels, e.attachment_count, e.mime_readable, coalesce(e.mime_failure, ''),
-	       c.sha256, c.byte_length, s.id IS NOT NULL
+	       c.sha256, c.byte_length, e.shared_email_id, s.id IS NOT NULL
 	FROM stored_emails e
 	JOIN mail_folders f ON f.id = e.mail_folder_id
 	JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
@@ -70,28 +78,43 @@ const occurrenceSelect = `
 func scanOccurrence(row pgx.CollectableRow) (Occurrence, error) {
 	var o Occurrence
 	var validity, uid int64
-	err := row.Scan(&o.ID, &o.Account, &o.Alias, &o.Generation, &validity, &uid, &o.Availability,
-		&o.Flags, &o.FlagsObservedAt, &o.Tombstoned, &o.ExpungeReason, &o.MessageID, &o.ServerThreadID,
-		&o.Labels, &o.AttachmentCount, &o.MIMEReadable, &o.MIMEFailure, &o.ContentSHA256, &o.ContentLength, &o.Served)
+	err := row.Scan(&o.ID, &o.Account, &o.FolderID, &o.Alias, &o.Generation, &validity, &uid, &o.Availability,
+		&o.Flags, &o.FlagsObservedAt, &o.Tombstoned, &o.ExpungeObservedAt, &o.ExpungeReason, &o.MessageID, &o.ServerThreadID,
+		&o.Labels, &o.AttachmentCount, &o.MIMEReadable, &o.MIMEFailure, &o.ContentSHA256, &o.ContentLength,
+		&o.SharedEmailID, &o.Served)
 	o.UIDValidity, o.UID = uint32(validity), uint32(uid)
 	return o, err
 }
 
+func readOccurrences(ctx context.Context, q Querier, sql string, args ...any) ([]Occurrence, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanOccurrence)
+}
+
 func occurrences(tb testing.TB, q Querier, doing, sql string, args ...any) []Occurrence {
 	tb.Helper()
-	rows, err := q.Query(context.Background(), sql, args...)
-	check(tb, err, doing)
-	out, err := pgx.CollectRows(rows, scanOccurrence)
+	out, err := readOccurrences(context.Background(), q, sql, args...)
 	check(tb, err, doing)
 	return out
 }
 
 // Occurrences returns every stored occurrence of alias, of every account
-// and binding generation, tombstones included, in generation, UIDVALIDITY
-// and UID order; alias "" returns those of every alias.
+// and binding generation, tombstones included, in account, generation,
+// UIDVALIDITY and UID order; alias "" returns those of every alias.
 func Occurrences(tb testing.TB, q Querier, alias string) []Occurrence {
 	tb.Helper()
-	return occurrences(tb, q, fmt.Sprintf("read the occurrences of alias %q", alias),
+	out, err := ReadOccurrences(context.Background(), q, alias)
+	check(tb, err, fmt.Sprintf("read the occurrences of alias %q", alias))
+	return out
+}
+
+// ReadOccurrences is Occurrences for a caller that may not fail the
+// test: it returns the error.
+func ReadOccurrences(ctx context.Context, q Querier, alias string) ([]Occurrence, error) {
+	return readOccurrences(ctx, q,
 		occurrenceSelect+` WHERE $1 = '' OR f.alias = $1 ORDER BY a.account_key, f.alias, f.generation, e.uid_validity, e.uid`, alias)
 }
 
@@ -132,12 +155,27 @@ type StoreCounts struct {
 // served emails the store holds.
 func Counts(tb testing.TB, q Querier) StoreCounts {
 	tb.Helper()
+	c, err := ReadCounts(context.Background(), q)
+	check(tb, err, "count the stored rows")
+	return c
+}
+
+// ReadCounts is Counts for a caller that may not fail the test: it
+// returns the error.
+func ReadCounts(ctx context.Context, q Querier) (StoreCounts, error) {
 	var c StoreCounts
-	check(tb, q.QueryRow(context.Background(), `
+	err := q.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM stored_emails), (SELECT count(*) FROM email_message_contents),
 		       (SELECT count(*) FROM email_search_documents), (SELECT count(*) FROM served_stored_emails)`,
-	).Scan(&c.Occurrences, &c.Contents, &c.SearchDocuments, &c.Served), "count the stored rows")
-	return c
+	).Scan(&c.Occurrences, &c.Contents, &c.SearchDocuments, &c.Served)
+	return c, err
+}
+
+// TruncateStoredEmails empties stored_emails and every table that refers
+// to it (TRUNCATE … CASCADE): the store holds no mail any more.
+func TruncateStoredEmails(tb testing.TB, q Querier) {
+	tb.Helper()
+	exec(tb, q, "truncate the stored emails", `TRUNCATE stored_emails CASCADE`)
 }
 
 // MarkExpunged records that the server expunged the stored occurrence id

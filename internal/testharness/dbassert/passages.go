@@ -93,3 +93,18 @@ func PassagesWithoutVectors(tb testing.TB, q Querier) int {
 		SELECT count(*) FROM email_passages p JOIN served_stored_emails e ON e.id = p.stored_email_id
 		WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal)`)
 }
+
+// MessagesAwaitingVectors counts the served emails with a passage that
+// has neither a vector nor a recorded refusal under the profile of model,
+// read from the passages themselves rather than from the backlog the
+// product keeps.
+func MessagesAwaitingVectors(tb testing.TB, q Querier, model string) int {
+	tb.Helper()
+	return count(tb, q, fmt.Sprintf("count the emails awaiting vectors of model %q", model), `
+		SELECT count(DISTINCT p.stored_email_id) FROM email_passages p
+		JOIN served_stored_emails e ON e.id = p.stored_email_id
+		WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v JOIN embedding_profiles pr ON pr.id = v.profile_id
+		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND pr.model = $1)
+		  AND NOT EXISTS (SELECT 1 FROM passage_refusals r JOIN embedding_profiles pr ON pr.id = r.profile_id
+		                  WHERE r.stored_email_id = p.stored_email_id AND r.ordinal = p.ordinal AND pr.model = $1)`, model)
+}

@@ -36,3 +36,14 @@ func VacuumAnalyze(tb testing.TB, q Querier, table string) {
 	tb.Helper()
 	exec(tb, q, fmt.Sprintf("vacuum %s", table), `VACUUM (ANALYZE) `+pgx.Identifier{table}.Sanitize())
 }
+
+// ReadClientConnections counts the client sessions connected to the
+// current database, but for those whose application_name is except. It
+// fails no test, so a sampler on a goroutine of its own may call it: it
+// returns the error.
+func ReadClientConnections(ctx context.Context, q Querier, except string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name <> $1 AND backend_type = 'client backend'`, except).Scan(&n)
+	return n, err
+}

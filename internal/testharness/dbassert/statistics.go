@@ -83,9 +83,13 @@ func Autovacuums(tb testing.TB, q Querier) string {
 // StatementTime is what pg_stat_statements gathered of one statement.
 type StatementTime struct {
 	Calls int64
+	// Rows is how many rows its calls returned or changed.
+	Rows int64
 	// Milliseconds is its execution and planning time, PlanMilliseconds
 	// the planning's alone.
 	Milliseconds, PlanMilliseconds float64
+	// WALBytes is the WAL its calls wrote.
+	WALBytes float64
 	// Query is its text, runs of white space made one space.
 	Query string
 }
@@ -95,7 +99,7 @@ type StatementTime struct {
 func SlowestStatements(tb testing.TB, q Querier, limit int) []StatementTime {
 	tb.Helper()
 	rows, err := q.Query(context.Background(), `
-		SELECT calls, total_exec_time + total_plan_time, total_plan_time, regexp_replace(query, '\s+', ' ', 'g')
+		SELECT calls, rows, total_exec_time + total_plan_time, total_plan_time, wal_bytes, regexp_replace(query, '\s+', ' ', 'g')
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		ORDER BY total_exec_time DESC LIMIT $1`, limit)
 	check(tb, err, "read the slowest statements")
