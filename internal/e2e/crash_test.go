@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
@@ -101,9 +102,7 @@ func TestCrashRecoveryRepeatedSIGKILL(t *testing.T) {
 			// once the process serves: a start shortly after the last run
 			// began holds the run back by the restart grace.
 			p = b.start(t, name)
-			_, err := b.pool.Exec(t.Context(), `UPDATE river_job SET state = 'available', scheduled_at = now()
-				WHERE kind = 'account_run' AND state IN ('scheduled', 'retryable')`)
-			require.NoError(t, err)
+			dbassert.MakeJobsDue(t, b.pool, "account_run", rivertype.JobStateScheduled, rivertype.JobStateRetryable)
 			b.waitJob(t, p, "account_run", 2*time.Millisecond, resumeWithin, func(state string) bool { return state == "running" })
 			delay := time.Duration(rng.IntN(15)) * time.Millisecond
 			time.Sleep(delay)
@@ -126,7 +125,7 @@ func TestCrashRecoveryRepeatedSIGKILL(t *testing.T) {
 		}
 		p.kill(t)
 		stored := b.storedCount(t)
-		_, last := b.checkpointOrZero(t, "crash", "INBOX")
+		_, last := b.checkpointOrZero(t, "INBOX")
 		t.Logf("kill %2d (%s): %s; %d stored, checkpoint %d", i+1, point, what, stored, last)
 		require.Less(t, stored, n, "the sync finished before kill %d: the corpus is too small for the plan", i+1)
 		b.requireCheckpointPromise(t, "crash", "INBOX", c)
@@ -140,7 +139,7 @@ func TestCrashRecoveryRepeatedSIGKILL(t *testing.T) {
 	p.stop(t)
 
 	b.requireStored(t, "crash", "INBOX", user, c)
-	validity, last := b.checkpoint(t, "crash", "INBOX")
+	validity, last := b.checkpoint(t, "INBOX")
 	require.Equal(t, int64(user.UIDValidity("INBOX")), validity)
 	require.Equal(t, int64(c.uids[len(c.uids)-1]), last, "the checkpoint is the last UID")
 	requireUnseen(t, user, "INBOX", c)
@@ -165,20 +164,28 @@ func (b *testBundle) waitJob(t testing.TB, p *serveProc, kind string, every, tim
 		return fmt.Sprintf("process running: %t; jobs:\n%s", p.running(), b.describeJobs(t))
 	}
 	poll.Every(t, every, timeout, fmt.Sprintf("%s: a %s job of this process in the awaited state", p.name, kind), func() bool {
-		rows, err := b.pool.Query(t.Context(), `
-			SELECT j.id, CASE WHEN j.state = 'pending' AND c.state = 'running' THEN 'running' ELSE j.state::text END
-			FROM river_job j LEFT JOIN river_job c ON c.id = (j.metadata->>'carried_by')::bigint
-			WHERE j.kind = $1 AND coalesce(j.attempted_at, c.attempted_at) >= $2 ORDER BY j.id`,
-			kind, p.started)
-		require.NoError(t, err)
-		type job struct {
-			ID    int64
-			State string
+		all := dbassert.Jobs(t, b.pool, "")
+		byID := make(map[int64]dbassert.Job, len(all))
+		for _, j := range all {
+			byID[j.ID] = j
 		}
-		jobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[job])
-		require.NoError(t, err)
-		for _, j := range jobs {
-			if ok(j.State) {
+		for _, j := range all {
+			if j.Kind != kind {
+				continue
+			}
+			state, attempted := string(j.State), j.AttemptedAt
+			if carrier, known := byID[j.CarriedBy]; j.CarriedBy != 0 && known {
+				if j.State == rivertype.JobStatePending && carrier.State == rivertype.JobStateRunning {
+					state = string(rivertype.JobStateRunning)
+				}
+				if attempted == nil {
+					attempted = carrier.AttemptedAt
+				}
+			}
+			if attempted == nil || attempted.Before(p.started) {
+				continue
+			}
+			if ok(state) {
 				found = j.ID
 				return true
 			}
@@ -200,32 +207,34 @@ const nsJobLiveness = 0x6d06
 // process's jobs running, and only the orphan sweep (package liveness)
 // hands them back.
 func (b *testBundle) describeJobs(t testing.TB) string {
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT j.id, j.kind, j.state, j.attempt, coalesce(to_char(j.attempted_at, 'HH24:MI:SS.MS'), '-'),
-		       to_char(j.scheduled_at, 'HH24:MI:SS.MS'),
-		       CASE WHEN j.state = 'running' AND NOT EXISTS (
-		           SELECT 1 FROM pg_locks l
-		           WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-		             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		             AND ((l.classid::bigint << 32) | l.objid::bigint) = ($1::bigint << 48) | j.id)
-		       THEN 'ORPHANED (nobody holds its liveness lock) ' ELSE '' END ||
-		       coalesce(j.errors[array_length(j.errors, 1)]->>'error', '')
-		FROM river_job j ORDER BY j.id`, nsJobLiveness)
+	ctx := context.Background()
+	jobs, err := dbassert.ReadJobs(ctx, b.pool, "")
 	if err != nil {
 		return err.Error()
 	}
-	defer rows.Close()
+	locks, err := dbassert.ReadHeldAdvisoryLocks(ctx, b.pool)
+	if err != nil {
+		return err.Error()
+	}
+	held := map[int64]bool{}
+	for _, l := range locks {
+		held[l.Key] = true
+	}
+	clock := func(at *time.Time) string {
+		if at == nil {
+			return "-"
+		}
+		return at.Format("15:04:05.000")
+	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "  now %s\n", time.Now().Format("15:04:05.000"))
-	for rows.Next() {
-		var (
-			id, attempt                   int64
-			kind, state, at, sched, lastE string
-		)
-		if err := rows.Scan(&id, &kind, &state, &attempt, &at, &sched, &lastE); err != nil {
-			return err.Error()
+	for _, j := range jobs {
+		orphaned := ""
+		if j.State == rivertype.JobStateRunning && !held[nsJobLiveness<<48|j.ID] {
+			orphaned = "ORPHANED (nobody holds its liveness lock) "
 		}
-		fmt.Fprintf(&sb, "  %d %s %s attempt=%d attempted_at=%s scheduled_at=%s %s\n", id, kind, state, attempt, at, sched, lastE)
+		fmt.Fprintf(&sb, "  %d %s %s attempt=%d attempted_at=%s scheduled_at=%s %s%s\n",
+			j.ID, j.Kind, j.State, j.Attempt, clock(j.AttemptedAt), clock(&j.ScheduledAt), orphaned, j.LastError())
 	}
 	return sb.String()
 }
@@ -240,8 +249,8 @@ func (b *testBundle) waitSynced(t testing.TB, p *serveProc, n int, timeout time.
 			stored, n, pending, p.running(), b.describeJobs(t))
 	}
 	poll.Every(t, 50*time.Millisecond, timeout, fmt.Sprintf("%s: %d stored and no folder pass pending", p.name, n), func() bool {
-		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job
-			WHERE kind = 'folder_pass' AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`).Scan(&pending))
+		pending = dbassert.JobCount(t, b.pool, "folder_pass", rivertype.JobStateAvailable, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled, rivertype.JobStatePending)
 		stored = b.storedCount(t)
 		if stored >= n && pending == 0 {
 			return true
@@ -254,14 +263,13 @@ func (b *testBundle) waitSynced(t testing.TB, p *serveProc, n int, timeout time.
 }
 
 // checkpointOrZero is checkpoint, or zeros before the first one.
-func (b *testBundle) checkpointOrZero(t testing.TB, account, alias string) (uidValidity, lastSeen int64) {
+func (b *testBundle) checkpointOrZero(t testing.TB, alias string) (uidValidity, lastSeen int64) {
 	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM synchronization_checkpoints`).Scan(&n))
-	if n == 0 {
+	cp, ok := dbassert.LatestCheckpoint(t, b.pool, strings.ToUpper(alias))
+	if !ok {
 		return 0, 0
 	}
-	return b.checkpoint(t, account, alias)
+	return int64(cp.UIDValidity), int64(cp.LastSeenUID)
 }
 
 // requireCheckpointPromise asserts what a checkpoint promises at any
@@ -269,7 +277,7 @@ func (b *testBundle) checkpointOrZero(t testing.TB, account, alias string) (uidV
 // server's bytes, exactly once.
 func (b *testBundle) requireCheckpointPromise(t testing.TB, account, alias string, c corpus) {
 	t.Helper()
-	_, last := b.checkpointOrZero(t, account, alias)
+	_, last := b.checkpointOrZero(t, alias)
 	rows := b.stored(t, account, alias)
 	below := 0
 	for _, u := range c.uids {

@@ -156,7 +156,7 @@ func TestEmbeddingEndToEnd(t *testing.T) {
 		var stored, lastSeen int64
 		require.NoError(t, b.pool.QueryRow(context.Background(), `
 			SELECT count(*), max(uid) FROM stored_emails`).Scan(&stored, &lastSeen))
-		_, checkpoint := b.checkpoint(t, "primary", "INBOX")
+		_, checkpoint := b.checkpoint(t, "INBOX")
 		require.Equal(t, lastSeen, checkpoint, "the checkpoint moved past everything stored")
 
 		// The provider recovers: River's next attempts, or the embedding

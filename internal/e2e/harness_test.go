@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
@@ -394,45 +395,27 @@ type storedRow struct {
 // in UID order.
 func (b *testBundle) stored(t testing.TB, account, alias string) []storedRow {
 	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT e.uid_validity, e.uid, e.content_availability, c.sha256, c.byte_length
-		FROM stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-		LEFT JOIN email_message_contents c ON c.stored_email_id = e.id
-		WHERE a.account_key = lower($1) AND f.alias = upper($2)
-		ORDER BY f.generation, e.uid_validity, e.uid`, account, alias)
-	require.NoError(t, err)
-	defer rows.Close()
 	var out []storedRow
-	for rows.Next() {
-		var r storedRow
-		require.NoError(t, rows.Scan(&r.uidValidity, &r.uid, &r.availability, &r.sha, &r.length))
-		out = append(out, r)
+	for _, o := range dbassert.Occurrences(t, b.pool, strings.ToUpper(alias)) {
+		if o.Account == strings.ToLower(account) {
+			out = append(out, storedRow{uidValidity: int64(o.UIDValidity), uid: int64(o.UID), availability: o.Availability,
+				sha: o.ContentSHA256, length: o.ContentLength})
+		}
 	}
-	require.NoError(t, rows.Err())
 	return out
 }
 
 // storedCount counts every stored occurrence in the database.
 func (b *testBundle) storedCount(t testing.TB) int {
 	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM stored_emails`).Scan(&n))
-	return n
+	return dbassert.Counts(t, b.pool).Occurrences
 }
 
-// checkpoint returns the checkpoint of account's alias (latest binding).
-func (b *testBundle) checkpoint(t testing.TB, account, alias string) (uidValidity, lastSeen int64) {
+// checkpoint returns the checkpoint of alias (its latest binding).
+func (b *testBundle) checkpoint(t testing.TB, alias string) (uidValidity, lastSeen int64) {
 	t.Helper()
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT c.uid_validity, c.last_seen_uid
-		FROM synchronization_checkpoints c
-		JOIN mail_folders f ON f.id = c.mail_folder_id
-		JOIN mailbox_accounts a ON a.id = f.mailbox_account_id
-		WHERE a.account_key = lower($1) AND f.alias = upper($2)
-		ORDER BY f.generation DESC LIMIT 1`, account, alias).Scan(&uidValidity, &lastSeen))
-	return uidValidity, lastSeen
+	cp := dbassert.Checkpoint(t, b.pool, strings.ToUpper(alias))
+	return int64(cp.UIDValidity), int64(cp.LastSeenUID)
 }
 
 func newPool(url string) (*pgxpool.Pool, error) { return pgxpool.New(context.Background(), url) }

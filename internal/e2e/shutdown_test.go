@@ -40,7 +40,7 @@ func TestSIGTERMDrainsPassThenResumes(t *testing.T) {
 
 	p := b.start(t, "serve-1")
 	p.waitLog(t, "folder pass batch committed", 2*time.Minute)
-	_, atSignal := b.checkpoint(t, "drain", "INBOX")
+	_, atSignal := b.checkpoint(t, "INBOX")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	signalled := time.Now()
 	select {
@@ -104,7 +104,7 @@ func TestSIGTERMDrainsPassThenResumes(t *testing.T) {
 	// The database: the batch in flight at the signal and those after it are
 	// committed with their checkpoint, and nothing beyond it: the rows are
 	// the folder's first UIDs, without a gap, up to the checkpoint.
-	validity, last := b.checkpoint(t, "drain", "INBOX")
+	validity, last := b.checkpoint(t, "INBOX")
 	require.Equal(t, int64(user.UIDValidity("INBOX")), validity)
 	require.GreaterOrEqual(t, last, atSignal)
 	rows := b.stored(t, "drain", "INBOX")
@@ -124,6 +124,6 @@ func TestSIGTERMDrainsPassThenResumes(t *testing.T) {
 	t.Logf("the restart finished the sync in %v", time.Since(restarted).Round(time.Millisecond))
 	p2.stop(t)
 	b.requireStored(t, "drain", "INBOX", user, c)
-	_, last = b.checkpoint(t, "drain", "INBOX")
+	_, last = b.checkpoint(t, "INBOX")
 	require.Equal(t, int64(c.uids[len(c.uids)-1]), last, "the checkpoint is the last UID")
 }
