@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 const e2eEmbedDims = 64
@@ -43,15 +46,31 @@ func (b *testBundle) withEmbedding(t testing.TB, opts embedtest.Options) *embedt
 // neither a vector nor a recorded refusal under model.
 func (b *testBundle) awaitingVectors(t testing.TB, model string) int {
 	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT count(DISTINCT p.stored_email_id) FROM email_passages p
-		JOIN served_stored_emails e ON e.id = p.stored_email_id
-		WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v JOIN embedding_profiles pr ON pr.id = v.profile_id
-		                  WHERE v.stored_email_id = p.stored_email_id AND v.ordinal = p.ordinal AND pr.model = $1)
-		  AND NOT EXISTS (SELECT 1 FROM passage_refusals r JOIN embedding_profiles pr ON pr.id = r.profile_id
-		                  WHERE r.stored_email_id = p.stored_email_id AND r.ordinal = p.ordinal AND pr.model = $1)`, model).Scan(&n))
-	return n
+	return dbassert.MessagesAwaitingVectors(t, b.pool, model)
+}
+
+// waitEmbedded waits until no served message awaits its vectors under
+// the test profile, p's log tail saying what the process did meanwhile.
+func (b *testBundle) waitEmbedded(t testing.TB, p *serveProc, within time.Duration) {
+	t.Helper()
+	poll.Every(t, 50*time.Millisecond, within, "every served message has its vectors",
+		func() bool { return b.awaitingVectors(t, "test-model") == 0 },
+		func() string {
+			return fmt.Sprintf("%d messages await vectors; log:\n%s", b.awaitingVectors(t, "test-model"), tailLines(p.rawLog(), 30))
+		})
+}
+
+// waitEmbeddedRetrying is waitEmbedded for a provider that failed: each
+// look, every every, first makes the embed jobs waiting for River's retry
+// due now, as if their retry had come.
+func (b *testBundle) waitEmbeddedRetrying(t testing.TB, p *serveProc, every, within time.Duration) {
+	t.Helper()
+	poll.Every(t, every, within, "every served message has its vectors once the provider recovered", func() bool {
+		dbassert.MakeJobsDue(t, b.pool, "embed_email", rivertype.JobStateRetryable)
+		return b.awaitingVectors(t, "test-model") == 0
+	}, func() string {
+		return fmt.Sprintf("%d messages await vectors; log:\n%s", b.awaitingVectors(t, "test-model"), tailLines(p.rawLog(), 30))
+	})
 }
 
 // searchAPI asks GET /api/v1/search with basic auth and returns the status
@@ -97,8 +116,8 @@ func TestEmbeddingEndToEnd(t *testing.T) {
 		b.env["MAILFATHOM_UI_PASSWORD"] = "file:" + uiPw
 
 		p := b.start(t, "serve")
-		require.Eventually(t, func() bool { return b.storedCount(t) == 31 }, time.Minute, 50*time.Millisecond)
-		require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 100*time.Millisecond)
+		b.waitStored(t, 31, time.Minute)
+		b.waitEmbedded(t, p, time.Minute)
 		require.Positive(t, provider.Inputs())
 
 		// "inspecting cranes" shares no whole word with the report.
@@ -149,25 +168,24 @@ func TestEmbeddingEndToEnd(t *testing.T) {
 		b.env["MAILFATHOM_BACKFILL_INTERVAL"] = "2s"
 
 		p := b.start(t, "serve")
-		require.Eventually(t, func() bool { return b.storedCount(t) == 40 }, time.Minute, 50*time.Millisecond)
+		b.waitStored(t, 40, time.Minute)
 		p.waitLog(t, "folder pass finished", time.Minute)
-		require.Eventually(t, func() bool { return provider.Requests() > 0 }, time.Minute, 50*time.Millisecond)
+		poll.Until(t, time.Minute, "the embed jobs call the provider", func() (bool, string) {
+			n := provider.Requests()
+			return n > 0, fmt.Sprintf("%d requests", n)
+		})
 		require.Equal(t, 40, b.awaitingVectors(t, "test-model"), "nothing embedded while the provider fails")
-		var stored, lastSeen int64
-		require.NoError(t, b.pool.QueryRow(context.Background(), `
-			SELECT count(*), max(uid) FROM stored_emails`).Scan(&stored, &lastSeen))
+		var lastSeen int64
+		for _, o := range dbassert.Occurrences(t, b.pool, "") {
+			lastSeen = max(lastSeen, int64(o.UID))
+		}
 		_, checkpoint := b.checkpoint(t, "INBOX")
 		require.Equal(t, lastSeen, checkpoint, "the checkpoint moved past everything stored")
 
 		// The provider recovers: River's next attempts, or the embedding
 		// backfill the failures scheduled, embed everything.
 		provider.SetFault(embedtest.Fault{})
-		require.Eventually(t, func() bool {
-			_, err := b.pool.Exec(context.Background(),
-				`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'embed_email' AND state = 'retryable'`)
-			require.NoError(t, err)
-			return b.awaitingVectors(t, "test-model") == 0
-		}, 2*time.Minute, 2*time.Second)
+		b.waitEmbeddedRetrying(t, p, 2*time.Second, 2*time.Minute)
 		p.stop(t)
 	})
 }
@@ -180,7 +198,6 @@ func TestEmbeddingEndToEnd(t *testing.T) {
 // vectors with nobody touching the process or its queue.
 func TestFirstSyncThroughAProviderOutage(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b := setup(t, pgtest.Database(t))
 	u := b.server.NewUser()
 	seedCorpus(t, u, "INBOX", 2000, 44, 16)
@@ -197,16 +214,17 @@ func TestFirstSyncThroughAProviderOutage(t *testing.T) {
 
 	p := b.start(t, "serve")
 	outstanding := func() int {
-		var n int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'embed_email'
-			AND state IN ('available', 'pending', 'retryable', 'scheduled', 'running')`).Scan(&n))
-		return n
+		return dbassert.JobCount(t, b.pool, "embed_email", rivertype.JobStateAvailable, rivertype.JobStatePending,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled, rivertype.JobStateRunning)
 	}
 	most := 0
-	require.Eventually(t, func() bool {
-		most = max(most, outstanding())
-		return b.storedCount(t) == 2001
-	}, 3*time.Minute, 20*time.Millisecond)
+	// Asked at poll's pace: each look also samples the backlog.
+	poll.Until(t, 3*time.Minute, "2 001 messages stored", func() (bool, string) {
+		now := outstanding()
+		most = max(most, now)
+		n := b.storedCount(t)
+		return n == 2001, fmt.Sprintf("%d stored, %d embed jobs outstanding", n, now)
+	})
 	p.waitLog(t, "folder pass finished", time.Minute)
 	require.Positive(t, provider.Requests(), "embed jobs did call the failing provider")
 	require.Equal(t, 2001, b.awaitingVectors(t, "test-model"), "nothing embedded while the provider fails")
@@ -227,10 +245,13 @@ func TestFirstSyncThroughAProviderOutage(t *testing.T) {
 	// everything, the backlog bound still holding.
 	provider.SetFault(embedtest.Fault{})
 	start := time.Now()
-	require.Eventually(t, func() bool {
+	poll.Every(t, time.Second, 5*time.Minute, "every message embedded after the provider recovered", func() bool {
 		most = max(most, outstanding())
 		return b.awaitingVectors(t, "test-model") == 0
-	}, 5*time.Minute, time.Second)
+	}, func() string {
+		return fmt.Sprintf("%d messages await vectors, %d embed jobs outstanding; log:\n%s",
+			b.awaitingVectors(t, "test-model"), outstanding(), tailLines(p.rawLog(), 30))
+	})
 	t.Logf("every message embedded %v after the provider recovered", time.Since(start).Round(time.Second))
 	require.LessOrEqual(t, most, maxBacklog)
 	p.stop(t)
@@ -257,15 +278,12 @@ func TestFirstSyncWithTheProviderHanging(t *testing.T) {
 
 	start := time.Now()
 	p := b.start(t, "serve")
-	require.Eventually(t, func() bool { return b.storedCount(t) == 2000 }, 3*time.Minute, 50*time.Millisecond)
+	b.waitStored(t, 2000, 3*time.Minute)
 	t.Logf("2 000 messages stored in %v with the provider hanging", time.Since(start).Round(time.Millisecond))
 	b.requireStored(t, "primary", "INBOX", u, c)
 	require.Equal(t, 2000, b.awaitingVectors(t, "test-model"), "nothing was embedded")
 	require.Positive(t, provider.Requests(), "embed jobs did call the hanging provider")
-	var offers int
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM river_job WHERE kind = 'embed_email'`).Scan(&offers))
-	require.Positive(t, offers, "the passes offered what they stored")
+	require.Positive(t, dbassert.JobCount(t, b.pool, "embed_email"), "the passes offered what they stored")
 	p.stop(t)
 }
 
@@ -296,20 +314,17 @@ func TestEmbeddingLosesNothing(t *testing.T) {
 		b.env["MAILFATHOM_RESILIENCE_AI_PROVIDER_INVOCATION_MAX_DELAY"] = "1s"
 
 		p := b.start(t, "serve")
-		require.Eventually(t, func() bool { return b.storedCount(t) == 60 }, time.Minute, 50*time.Millisecond)
+		b.waitStored(t, 60, time.Minute)
 		p.waitLog(t, "folder pass finished", time.Minute)
-		var offered int
-		require.NoError(t, b.pool.QueryRow(context.Background(), `
-			SELECT coalesce(sum(jsonb_array_length(args->'email_ids')), 0) FROM river_job WHERE kind = 'embed_email'`).Scan(&offered))
+		offered := 0
+		for _, j := range dbassert.Jobs(t, b.pool, "embed_email") {
+			ids, _ := j.Arg("email_ids").([]any)
+			offered += len(ids)
+		}
 		require.Less(t, offered, 60, "the full backlog refused some offers")
 
 		provider.SetFault(embedtest.Fault{})
-		require.Eventually(t, func() bool {
-			_, err := b.pool.Exec(context.Background(),
-				`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'embed_email' AND state = 'retryable'`)
-			require.NoError(t, err)
-			return b.awaitingVectors(t, "test-model") == 0
-		}, 2*time.Minute, time.Second)
+		b.waitEmbeddedRetrying(t, p, time.Second, 2*time.Minute)
 		p.stop(t)
 	})
 
@@ -321,8 +336,8 @@ func TestEmbeddingLosesNothing(t *testing.T) {
 		b.addAccount(t, "primary", u)
 		provider := b.withEmbedding(t, embedtest.Options{})
 		p := b.start(t, "serve-with")
-		require.Eventually(t, func() bool { return b.storedCount(t) == 20 }, time.Minute, 50*time.Millisecond)
-		require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 50*time.Millisecond)
+		b.waitStored(t, 20, time.Minute)
+		b.waitEmbedded(t, p, time.Minute)
 		p.stop(t)
 		embedded := provider.Inputs()
 
@@ -332,11 +347,9 @@ func TestEmbeddingLosesNothing(t *testing.T) {
 			delete(b.env, k)
 		}
 		seedCorpus(t, u, "INBOX", 10, 46, 16)
-		_, err := b.pool.Exec(context.Background(),
-			`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
-		require.NoError(t, err)
+		dbassert.MakeJobsDue(t, b.pool, "account_run", rivertype.JobStateScheduled)
 		p = b.start(t, "serve-without")
-		require.Eventually(t, func() bool { return b.storedCount(t) == 30 }, time.Minute, 50*time.Millisecond)
+		b.waitStored(t, 30, time.Minute)
 		p.stop(t)
 		require.Equal(t, 10, b.awaitingVectors(t, "test-model"), "nothing is embedded without a profile")
 
@@ -344,7 +357,7 @@ func TestEmbeddingLosesNothing(t *testing.T) {
 			b.env[k] = v
 		}
 		p = b.start(t, "serve-again")
-		require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 50*time.Millisecond)
+		b.waitEmbedded(t, p, time.Minute)
 		p.stop(t)
 		require.Less(t, provider.Inputs()-embedded, embedded, "only the new mail is embedded")
 	})

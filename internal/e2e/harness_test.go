@@ -411,6 +411,14 @@ func (b *testBundle) storedCount(t testing.TB) int {
 	return dbassert.Counts(t, b.pool).Occurrences
 }
 
+// waitStored waits until exactly n messages are stored.
+func (b *testBundle) waitStored(t testing.TB, n int, within time.Duration) {
+	t.Helper()
+	poll.Every(t, 50*time.Millisecond, within, fmt.Sprintf("%d messages stored", n),
+		func() bool { return b.storedCount(t) == n },
+		func() string { return fmt.Sprintf("%d stored", b.storedCount(t)) })
+}
+
 // checkpoint returns the checkpoint of alias (its latest binding).
 func (b *testBundle) checkpoint(t testing.TB, alias string) (uidValidity, lastSeen int64) {
 	t.Helper()

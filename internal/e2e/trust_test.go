@@ -39,6 +39,6 @@ func TestAdditionalAuthorityKeepsThePlatformsTrust(t *testing.T) {
 	b.env["SSL_CERT_DIR"] = noCertificates
 
 	p := b.start(t, "serve")
-	require.Eventually(t, func() bool { return b.storedCount(t) == 12 }, time.Minute, 20*time.Millisecond)
+	b.waitStored(t, 12, time.Minute)
 	require.NotContains(t, p.rawLog(), "MailboxTlsRefused")
 }
