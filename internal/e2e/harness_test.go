@@ -426,6 +426,17 @@ func (b *testBundle) checkpoint(t testing.TB, alias string) (uidValidity, lastSe
 	return int64(cp.UIDValidity), int64(cp.LastSeenUID)
 }
 
+// jobText is every job's arguments, recorded errors and metadata, one
+// job after another: what anyone who opens River UI reads of the jobs.
+func (b *testBundle) jobText(t testing.TB) string {
+	t.Helper()
+	var texts []string
+	for _, j := range dbassert.Jobs(t, b.pool, "") {
+		texts = append(texts, j.Text())
+	}
+	return strings.Join(texts, " ")
+}
+
 func newPool(url string) (*pgxpool.Pool, error) { return pgxpool.New(context.Background(), url) }
 
 // migrate applies the schema and River migrations to the database at url.

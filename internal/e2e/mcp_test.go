@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -22,6 +22,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 const (
@@ -155,8 +156,7 @@ func TestMCP(t *testing.T) {
 
 	p := b.start(t, "serve")
 	b.waitSynced(t, p, total, 2*time.Minute)
-	require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, 2*time.Minute, 50*time.Millisecond,
-		"the synchronized mail was not embedded; log:\n%s", tailLines(p.rawLog(), 30))
+	b.waitEmbedded(t, p, 2*time.Minute)
 	addr := p.addr(t)
 
 	ctx := t.Context()
@@ -212,9 +212,11 @@ func TestMCP(t *testing.T) {
 		require.NoError(t, err, "a request id is generated and answered when none is given")
 
 		for _, m := range []mcpMutation{first, copied, read, unread, deleted} {
-			require.Eventually(t, func() bool {
-				return mcpCall[mcpMutation](t, httpSession, "get_mutation", map[string]any{"mutation_id": m.ID}).State == "completed"
-			}, 2*time.Minute, 100*time.Millisecond, "%s never completed; log:\n%s", m.Kind, tailLines(p.rawLog(), 30))
+			var state string
+			poll.Every(t, 100*time.Millisecond, 2*time.Minute, fmt.Sprintf("the %s completes", m.Kind), func() bool {
+				state = mcpCall[mcpMutation](t, httpSession, "get_mutation", map[string]any{"mutation_id": m.ID}).State
+				return state == "completed"
+			}, func() string { return state + "; log:\n" + tailLines(p.rawLog(), 30) })
 		}
 		// Asked a third time once done, the move is still the one change.
 		third := mcpCall[mcpMutation](t, stdioSession, "move_email", move)
@@ -290,14 +292,11 @@ func TestMCP(t *testing.T) {
 	require.Positive(t, p.count("mcp tool call", "tool", "get_email", "transport", "http"))
 	require.Contains(t, stdioLog.String(), `"transport":"stdio"`)
 	require.Contains(t, stdioLog.String(), `"tool":"search_emails"`)
-	var jobText string
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(
-		args::text || coalesce(errors::text, '') || coalesce(metadata::text, ''), ' '), '') FROM river_job`).Scan(&jobText))
 	var sw capture.Sweep
 	sw.Add("serve log", p.rawLog())
 	sw.Add("mcp log", stdioLog.String())
 	sw.Add("metrics", metrics)
-	sw.Add("jobs", jobText)
+	sw.Add("jobs", b.jobText(t))
 	sw.RequireNone(t, "Crane inspection", "master@example.test", "office@example.test", "sender1@example.test",
 		"winch-survey", "winches", "inspecting cranes", "harbour", "Harbour", "Tide tables", "High water", "assistant-move-1")
 }

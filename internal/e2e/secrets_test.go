@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/internal/testharness/testca"
 )
 
@@ -63,17 +65,15 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	provider := b.withEmbedding(t, embedtest.Options{APIKey: embedSecret})
 
 	p := b.start(t, "serve")
-	require.Eventually(t, func() bool { return b.storedCount(t) == 20 }, time.Minute, 20*time.Millisecond)
-	require.Eventually(t, func() bool { return b.awaitingVectors(t, "test-model") == 0 }, time.Minute, 50*time.Millisecond)
+	b.waitStored(t, 20, time.Minute)
+	b.waitEmbedded(t, p, time.Minute)
 	provider.SetFault(embedtest.Fault{Kind: embedtest.Unauthorized})
 	searchCode, searchBody := searchAPI(t, p.addr(t), "operator", uiSecret, url.Values{"q": {"anything"}, "mode": {"semantic"}})
 	require.Equal(t, http.StatusServiceUnavailable, searchCode, searchBody)
 
 	// The password is rotated on the server only: the next run is refused.
 	u.SetPassword("rotated-" + imapSecret)
-	_, err = b.pool.Exec(context.Background(),
-		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
-	require.NoError(t, err)
+	dbassert.MakeJobsDue(t, b.pool, "account_run", rivertype.JobStateScheduled)
 	p.waitLog(t, "the account's next run follows the backoff", time.Minute)
 
 	addr := p.addr(t)
@@ -95,20 +95,25 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	require.Contains(t, metrics, "mailfathom_resilience_execution_duration_seconds")
 	require.Contains(t, metrics, "mailfathom_embedding_offered_messages_total")
 	var cancelledID int64
-	require.Eventually(t, func() bool {
-		return b.pool.QueryRow(context.Background(),
-			`SELECT id FROM river_job WHERE kind = 'account_run' AND state = 'cancelled'`).Scan(&cancelledID) == nil
-	}, 30*time.Second, 20*time.Millisecond)
+	poll.Until(t, 30*time.Second, "the refused run is cancelled", func() (bool, string) {
+		runs := dbassert.Jobs(t, b.pool, "account_run")
+		var states []string
+		for _, j := range runs {
+			if j.State == rivertype.JobStateCancelled {
+				cancelledID = j.ID
+				return true, ""
+			}
+			states = append(states, string(j.State))
+		}
+		return false, fmt.Sprintf("account runs %v", states)
+	})
 	uiJobs := get(fmt.Sprintf("/riverui/api/jobs/%d", cancelledID), true) + get("/riverui/api/jobs?state=completed", true)
 	require.Contains(t, uiJobs, "MailAuthenticationRejected", "River UI shows the refused run")
 	p.stop(t)
 
-	var jobText string
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(
-		args::text || coalesce(errors::text, '') || coalesce(metadata::text, ''), ' '), '') FROM river_job`).Scan(&jobText))
 	var sw capture.Sweep
 	sw.Add("log", p.rawLog())
-	sw.Add("jobs", jobText)
+	sw.Add("jobs", b.jobText(t))
 	sw.Add("metrics", metrics)
 	sw.Add("River UI", uiJobs)
 	sw.Add("search API", searchBody)
