@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"bytes"
-	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/gmailtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 const gmailCormorants = "From: Harbour Master <master@example.test>\r\n" +
@@ -32,7 +34,6 @@ const gmailCormorants = "From: Harbour Master <master@example.test>\r\n" +
 // `mailfathom search` finds it once.
 func TestGmailMessageInThreeFoldersEndToEnd(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dbURL := pgtest.Database(t)
 	srv := gmailtest.Start(t)
 	srv.Deliver([]byte(gmailCormorants), gmailtest.LabelInbox, "Work")
@@ -64,22 +65,25 @@ func TestGmailMessageInThreeFoldersEndToEnd(t *testing.T) {
 	pool, err := newPool(dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	require.Eventually(t, func() bool { return p.count("folder pass finished") >= 3 }, 30*time.Second, 20*time.Millisecond,
-		"every folder's pass finishes")
+	poll.Until(t, 30*time.Second, "every folder's pass finishes", func() (bool, string) {
+		n := p.count("folder pass finished")
+		return n >= 3, fmt.Sprintf("%d passes finished; log:\n%s", n, tailLines(p.rawLog(), 30))
+	})
 
-	var contents, occurrences, holders, served int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM email_message_contents),
-		(SELECT count(*) FROM stored_emails),
-		(SELECT count(*) FROM stored_emails WHERE shared_email_id IS NULL),
-		(SELECT count(*) FROM served_stored_emails)`).Scan(&contents, &occurrences, &holders, &served))
-	require.Equal(t, 1, contents, "one raw MIME")
-	require.Equal(t, 3, occurrences, "an occurrence per folder")
+	counts := dbassert.Counts(t, pool)
+	require.Equal(t, 1, counts.Contents, "one raw MIME")
+	require.Equal(t, 3, counts.Occurrences, "an occurrence per folder")
+	holders := 0
+	folders := map[int64]bool{}
+	for _, o := range dbassert.Occurrences(t, pool, "") {
+		if o.SharedEmailID == nil {
+			holders++
+		}
+		folders[o.FolderID] = true
+	}
 	require.Equal(t, 1, holders)
-	require.Equal(t, 1, served)
-	var folders int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(DISTINCT mail_folder_id) FROM stored_emails`).Scan(&folders))
-	require.Equal(t, 3, folders)
+	require.Equal(t, 1, counts.Served)
+	require.Len(t, folders, 3)
 	p.stop(t)
 
 	cmd := exec.Command(binary(t), "search", "cormorants")

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,8 +41,10 @@ func TestGoRunStopsWithItsParent(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	log := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	require.Eventually(t, func() bool { return strings.Contains(log(), `"msg":"serving"`) }, 3*time.Minute, 200*time.Millisecond,
-		"serve did not start under go run")
+	// Asked every 200 ms: most of the wait is go run building the binary.
+	poll.Every(t, 200*time.Millisecond, 3*time.Minute, "serve starts under go run",
+		func() bool { return strings.Contains(log(), `"msg":"serving"`) },
+		func() string { return "log:\n" + tailLines(log(), 30) })
 	servePID := childOf(t, cmd.Process.Pid)
 	require.NotZero(t, servePID, "go run's child")
 	postmaster, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
@@ -50,8 +54,10 @@ func TestGoRunStopsWithItsParent(t *testing.T) {
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	_ = cmd.Wait()
-	require.Eventually(t, func() bool { return !alive(servePID) && !alive(pgPID) }, time.Minute, 100*time.Millisecond,
-		"serve (pid %d) and its PostgreSQL (pid %d) stop with go run", servePID, pgPID)
+	poll.Until(t, time.Minute, fmt.Sprintf("serve (pid %d) and its PostgreSQL (pid %d) stop with go run", servePID, pgPID), func() (bool, string) {
+		serve, pg := alive(servePID), alive(pgPID)
+		return !serve && !pg, fmt.Sprintf("serve alive: %t, PostgreSQL alive: %t; log:\n%s", serve, pg, tailLines(log(), 30))
+	})
 	require.Contains(t, log(), "shutdown complete", "serve drained and stopped cleanly")
 }
 

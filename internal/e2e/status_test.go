@@ -18,6 +18,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // TestStatusView: the status an operator asks for first, for an account
@@ -64,17 +65,19 @@ func TestStatusView(t *testing.T) {
 	}
 	var rep status.Report
 	byID := map[string]status.Account{}
-	require.Eventually(t, func() bool {
-		code, body := get("/api/v1/status", true)
+	var answered []byte
+	poll.Every(t, 500*time.Millisecond, time.Minute, "the two failing accounts show their failures", func() bool {
+		var code int
+		code, answered = get("/api/v1/status", true)
 		require.Equal(t, http.StatusOK, code)
 		rep = status.Report{}
-		require.NoError(t, json.Unmarshal(body, &rep))
+		require.NoError(t, json.Unmarshal(answered, &rep))
 		for _, a := range rep.Accounts {
 			byID[a.ID] = a
 		}
 		u := byID["unreachable"]
 		return byID["refused"].LastFailure != nil && u.NextRun != nil && u.NextRun.Why == status.WhyRetry
-	}, time.Minute, 500*time.Millisecond, "the two failing accounts show their failures")
+	}, func() string { return string(answered) })
 
 	ok := byID["good"]
 	require.Zero(t, ok.ConsecutiveFailures)
