@@ -1,14 +1,18 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // TestCancelledAccountRunIsReplaced: an operator who cancels an account's
@@ -26,19 +30,25 @@ func TestCancelledAccountRunIsReplaced(t *testing.T) {
 	p := b.start(t, "serve")
 	b.waitSynced(t, p, 3, time.Minute)
 
-	tag, err := b.pool.Exec(t.Context(), `UPDATE river_job SET state = 'cancelled', finalized_at = now()
-		WHERE kind = 'account_run' AND state IN ('scheduled', 'available')`)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, tag.RowsAffected(), "the account's next run was cancelled")
+	n := dbassert.CancelJobs(t, b.pool, "account_run", rivertype.JobStateScheduled, rivertype.JobStateAvailable)
+	require.EqualValues(t, 1, n, "the account's next run was cancelled")
 	cancelled := time.Now()
 
-	require.Eventually(t, func() bool {
-		var n int
-		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job
-			WHERE kind = 'account_run' AND state IN ('scheduled', 'available', 'running', 'completed')
-			  AND created_at > $1`, cancelled).Scan(&n))
-		return n > 0
-	}, 10*time.Second, 100*time.Millisecond, "a new run within the interval")
+	var runs []string
+	poll.Every(t, 100*time.Millisecond, 10*time.Second, "a new run within the interval", func() bool {
+		runs = nil
+		replaced := false
+		for _, j := range dbassert.Jobs(t, b.pool, "account_run") {
+			runs = append(runs, fmt.Sprintf("%d %s created %s", j.ID, j.State, j.CreatedAt.Format("15:04:05.000")))
+			switch j.State {
+			case rivertype.JobStateScheduled, rivertype.JobStateAvailable, rivertype.JobStateRunning, rivertype.JobStateCompleted:
+				replaced = replaced || j.CreatedAt.After(cancelled)
+			}
+		}
+		return replaced
+	}, func() string {
+		return fmt.Sprintf("cancelled at %s; account runs: %v", cancelled.Format("15:04:05.000"), runs)
+	})
 	t.Logf("replaced after %v", time.Since(cancelled).Round(100*time.Millisecond))
 	p.waitLog(t, "the account had no next run (cancelled, deleted or discarded); one is scheduled now", 5*time.Second)
 

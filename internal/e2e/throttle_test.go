@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,11 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/status"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
 // TestThrottledAccountIsSnoozedNotFailed runs the built binary against a
@@ -65,13 +70,13 @@ func TestThrottledAccountIsSnoozedNotFailed(t *testing.T) {
 		return body
 	}
 	var acct status.Account
-	require.Eventually(t, func() bool {
+	poll.Every(t, 200*time.Millisecond, time.Minute, "the account shows as throttled", func() bool {
 		var rep status.Report
 		require.NoError(t, json.Unmarshal(get(p, "/api/v1/status"), &rep))
 		acct = rep.Accounts[0]
 		// Until the run's snooze is committed, the run shows as running.
 		return acct.Throttled != nil && acct.NextRun != nil && acct.NextRun.Why == status.WhyThrottle
-	}, time.Minute, 200*time.Millisecond, "the account shows as throttled")
+	}, func() string { return fmt.Sprintf("%+v", acct) })
 	require.Equal(t, "TooManyConnections", acct.Throttled.Reason)
 	require.Nil(t, acct.Throttled.SuggestedDelaySeconds)
 	require.InDelta(t, time.Hour.Seconds(), acct.Throttled.InSeconds, 120, "no suggested time: the run backoff")
@@ -92,21 +97,33 @@ func TestThrottledAccountIsSnoozedNotFailed(t *testing.T) {
 
 	// Nothing asks the server again while the throttle holds: not the
 	// process, not a restart (which makes every other account due at once).
-	time.Sleep(2 * time.Second)
+	// Only the account's run would ask it, and the run waits for the
+	// throttle's end: read before the connections, a wait that far off
+	// means no run came in between, and a run made due shows as due,
+	// running or a second connection, whenever it is looked at.
+	nextRun := func() time.Duration {
+		t.Helper()
+		var next *dbassert.Job
+		for _, j := range dbassert.Jobs(t, b.pool, "account_run") {
+			if j.State == rivertype.JobStateScheduled || j.State == rivertype.JobStateAvailable {
+				next = &j
+			}
+		}
+		require.NotNil(t, next, "the account has a next run")
+		return time.Until(next.ScheduledAt)
+	}
+	require.Greater(t, nextRun(), 50*time.Minute, "the account's next run is when the throttle ends")
 	require.Equal(t, 1, srv.Connections())
 	p.stop(t)
+	// The restart schedules every account before it serves.
 	p = b.start(t, "serve-again")
 	_ = p.addr(t)
-	time.Sleep(2 * time.Second)
+	due := nextRun()
 	require.Equal(t, 1, srv.Connections(), "the restart waited for the throttle")
-	var due time.Duration
-	var dueSeconds float64
-	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT extract(epoch FROM scheduled_at - now()) FROM river_job
-		WHERE kind = 'account_run' AND state IN ('scheduled', 'available') ORDER BY id DESC LIMIT 1`).Scan(&dueSeconds))
-	due = time.Duration(dueSeconds * float64(time.Second))
 	require.Greater(t, due, 50*time.Minute, "the account's next run is when the throttle ends")
 	require.NotContains(t, p.rawLog(), "simultaneous")
-	var failures int
-	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT consecutive_failures FROM account_states WHERE account_key = 'gmail'`).Scan(&failures))
-	require.Zero(t, failures)
+	state, ok, err := mailstore.ReadAccountState(t.Context(), b.pool, "gmail")
+	require.NoError(t, err)
+	require.True(t, ok, "the account ran")
+	require.Zero(t, state.ConsecutiveFailures)
 }
