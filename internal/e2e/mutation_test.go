@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,12 +17,15 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/mailstore"
 	"github.com/mailfathom/mailfathom/internal/status"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/nocopyuid"
@@ -48,10 +51,7 @@ func TestMutateFromTwoProcesses(t *testing.T) {
 	p := b.start(t, "serve")
 	b.waitSynced(t, p, 3, time.Minute)
 
-	var emailID string
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT e.id::text FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
-		WHERE f.alias = 'INBOX' AND e.uid = 1`).Scan(&emailID))
+	emailID := b.occurrence(t, "INBOX", 1).ID.String()
 
 	outs := make([]string, 2)
 	errs := make([]error, 2)
@@ -75,14 +75,13 @@ func TestMutateFromTwoProcesses(t *testing.T) {
 	require.Equal(t, 1, strings.Count(outs[0]+outs[1], "already recorded"), "one recorded it, the other found it")
 
 	poll.Until(t, time.Minute, "the mutation completes", func() (bool, string) {
-		var state string
-		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT state FROM mailbox_mutations WHERE id = $1`, id0).Scan(&state))
+		state := b.mutation(t, id0).State
 		require.True(t, p.running(), "serve exited; log:\n%s", tailLines(p.rawLog(), 40))
-		return state == "Completed", state + "; log:\n" + tailLines(p.rawLog(), 40)
+		return state == mailstore.MutationCompleted, string(state) + "; log:\n" + tailLines(p.rawLog(), 40)
 	})
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM mailbox_mutations`).Scan(&n))
-	require.Equal(t, 1, n)
+	recorded, err := mailstore.ListMutations(t.Context(), b.pool, mailstore.MutationFilter{})
+	require.NoError(t, err)
+	require.Len(t, recorded, 1)
 	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
 	require.Len(t, user.UIDs("Filed"), 1)
 
@@ -133,26 +132,22 @@ func TestRelocationSurvivesSIGKILL(t *testing.T) {
 	p := b.start(t, "serve-1")
 	b.waitSynced(t, p, 3, time.Minute)
 
-	var emailID string
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT e.id::text FROM stored_emails e JOIN mail_folders f ON f.id = e.mail_folder_id
-		WHERE f.alias = 'INBOX' AND e.uid = 1`).Scan(&emailID))
+	emailID := b.occurrence(t, "INBOX", 1).ID.String()
 	cmd := exec.Command(binary(t), "mutate", "move", emailID, "filed")
 	cmd.Env = fromEnv(b.env)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	id := strings.Fields(string(out))[0]
 
-	stage := func() (string, string) {
-		var stage, state string
-		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT stage, state FROM mailbox_mutations WHERE id = $1`, id).Scan(&stage, &state))
-		return stage, state
+	stage := func() (mailstore.MutationStage, mailstore.MutationState) {
+		m := b.mutation(t, id)
+		return m.Stage, m.State
 	}
 	// Asked every millisecond: the kill is to land just after the copy
 	// is confirmed, before the move goes on.
 	poll.Every(t, time.Millisecond, time.Minute, "the copy confirmed", func() bool {
 		s, _ := stage()
-		return s != "Recorded" && s != "PlacementIssued"
+		return s != mailstore.StageRecorded && s != mailstore.StagePlacementIssued
 	}, func() string { return "log:\n" + tailLines(p.rawLog(), 40) })
 	p.kill(t)
 	killedAt, _ := stage()
@@ -160,13 +155,11 @@ func TestRelocationSurvivesSIGKILL(t *testing.T) {
 
 	p = b.start(t, "serve-2")
 	// The account's next run converges what the killed process left.
-	_, err = b.pool.Exec(context.Background(),
-		`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
-	require.NoError(t, err)
+	dbassert.MakeJobsDue(t, b.pool, "account_run", rivertype.JobStateScheduled)
 	poll.Until(t, 2*time.Minute, "completed after the restart", func() (bool, string) {
 		_, state := stage()
 		require.True(t, p.running(), "serve exited; log:\n%s", tailLines(p.rawLog(), 40))
-		return state == "Completed", state + "; log:\n" + tailLines(p.rawLog(), 40)
+		return state == mailstore.MutationCompleted, string(state) + "; log:\n" + tailLines(p.rawLog(), 40)
 	})
 	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
 	require.Contains(t, user.UIDs("INBOX"), owners)
@@ -206,22 +199,19 @@ func TestRelocationWithoutUIDPlus(t *testing.T) {
 	b.waitSynced(t, p, 3, time.Minute)
 
 	ctx := t.Context()
-	var emailID string
-	var sha []byte
-	require.NoError(t, b.pool.QueryRow(ctx, `
-		SELECT e.id::text, c.sha256 FROM stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		JOIN email_message_contents c ON c.stored_email_id = e.id
-		WHERE f.alias = 'INBOX' AND e.uid = 1`).Scan(&emailID, &sha))
+	first := b.occurrence(t, "INBOX", 1)
+	emailID, sha := first.ID.String(), first.ContentSHA256
+	require.NotNil(t, sha, "the message's content is stored")
+	// served returns the aliases serving an occurrence that holds the
+	// message's content.
 	served := func() []string {
-		rows, err := b.pool.Query(ctx, `
-			SELECT f.alias FROM served_stored_emails e
-			JOIN mail_folders f ON f.id = e.mail_folder_id
-			JOIN email_message_contents c ON c.stored_email_id = e.id
-			WHERE c.sha256 = $1 ORDER BY f.alias`, sha)
-		require.NoError(t, err)
-		aliases, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
+		var aliases []string
+		for _, o := range dbassert.Occurrences(t, b.pool, "") {
+			if o.Served && bytes.Equal(o.ContentSHA256, sha) {
+				aliases = append(aliases, o.Alias)
+			}
+		}
+		slices.Sort(aliases)
 		return aliases
 	}
 
@@ -235,21 +225,16 @@ func TestRelocationWithoutUIDPlus(t *testing.T) {
 	defer mcpSession.Close()
 	move := mcpCall[mcpMutation](t, mcpSession, "move_email", map[string]any{"email_id": emailID, "destination_alias": "filed"})
 
-	state := func() string {
-		var s string
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM mailbox_mutations WHERE id = $1`, move.ID).Scan(&s))
-		return s
-	}
-	poll.Every(t, 50*time.Millisecond, time.Minute, "the move completed", func() bool { return state() == "Completed" },
-		func() string { return "log:\n" + tailLines(p.rawLog(), 40) })
+	poll.Every(t, 50*time.Millisecond, time.Minute, "the move completed",
+		func() bool { return b.mutation(t, move.ID).State == mailstore.MutationCompleted },
+		func() string { return string(b.mutation(t, move.ID).State) + "; log:\n" + tailLines(p.rawLog(), 40) })
 	require.NotContains(t, user.UIDs("INBOX"), imap.UID(1))
 	require.Len(t, user.UIDs("Filed"), 1)
 	require.Positive(t, proxy.Removed(), "the server named the placement and the filter took it out")
 
 	// The account's next run meets both halves: the copy in the
 	// destination, and the source gone.
-	_, err = b.pool.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = 'account_run' AND state = 'scheduled'`)
-	require.NoError(t, err)
+	dbassert.MakeJobsDue(t, b.pool, "account_run", rivertype.JobStateScheduled)
 	poll.Until(t, time.Minute, "only the destination's copy is served", func() (bool, string) {
 		copies := served()
 		require.True(t, p.running(), "serve exited; log:\n%s", tailLines(p.rawLog(), 40))
@@ -293,4 +278,29 @@ func TestRelocationWithoutUIDPlus(t *testing.T) {
 	require.EqualValues(t, 1, rep.Accounts[0].Mutations.CompletedUnjoined)
 	require.Contains(t, string(get("/status")), "1 move(s) or copy(ies) completed, unjoined")
 	p.stop(t)
+}
+
+// occurrence returns the occurrence stored at uid of alias, of whichever
+// account and binding, and fails the test when there is none.
+func (b *testBundle) occurrence(t testing.TB, alias string, uid uint32) dbassert.Occurrence {
+	t.Helper()
+	for _, o := range dbassert.Occurrences(t, b.pool, alias) {
+		if o.UID == uid {
+			return o
+		}
+	}
+	t.Fatalf("nothing is stored at UID %d of %s", uid, alias)
+	return dbassert.Occurrence{}
+}
+
+// mutation reads the mailbox mutation id, and fails the test when it is
+// not recorded.
+func (b *testBundle) mutation(t testing.TB, id string) mailstore.Mutation {
+	t.Helper()
+	parsed, err := uuid.Parse(id)
+	require.NoError(t, err)
+	m, ok, err := mailstore.ReadMutation(t.Context(), b.pool, parsed)
+	require.NoError(t, err)
+	require.True(t, ok, "mutation %s is recorded", id)
+	return m
 }
