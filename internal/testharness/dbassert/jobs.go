@@ -102,9 +102,11 @@ func Jobs(tb testing.TB, q Querier, kind string) []Job {
 }
 
 // ReadJobs is Jobs for a caller that may not fail the test: it returns
-// the error.
-func ReadJobs(ctx context.Context, q Querier, kind string) ([]Job, error) {
-	return readJobs(ctx, q, `SELECT `+jobColumns+` FROM river_job WHERE $1 = '' OR kind = $1 ORDER BY id`, kind)
+// the error. Given states, it reads only the jobs in one of them.
+func ReadJobs(ctx context.Context, q Querier, kind string, states ...rivertype.JobState) ([]Job, error) {
+	return readJobs(ctx, q, `SELECT `+jobColumns+` FROM river_job
+		WHERE ($1 = '' OR kind = $1) AND (cardinality($2::text[]) = 0 OR state::text = ANY($2)) ORDER BY id`,
+		kind, stateNames(states))
 }
 
 // LastJob returns the newest job of kind, and fails the test when there
