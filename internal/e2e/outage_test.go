@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
@@ -37,9 +40,8 @@ func TestDatabaseOutageDelaysAndResumes(t *testing.T) {
 	opts.Port = cluster.Port()
 	admin, err := newPool(cluster.ConnString("postgres"))
 	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE outage")
+	dbassert.CreateDatabase(t, admin, "outage")
 	admin.Close()
-	require.NoError(t, err)
 
 	b := setup(t, cluster.ConnString("outage"))
 	u := b.server.NewUser()
@@ -59,7 +61,7 @@ func TestDatabaseOutageDelaysAndResumes(t *testing.T) {
 	b.pool.Reset()
 	require.NoError(t, cluster.Stop(ctx))
 	outageStart := time.Now()
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // the outage: the database answers nothing for three seconds
 	require.True(t, p.running(), "the process survives the outage")
 	cluster, err = pgcluster.Start(ctx, opts)
 	require.NoError(t, err)
@@ -77,40 +79,33 @@ func TestDatabaseOutageDelaysAndResumes(t *testing.T) {
 	b.requireStored(t, "primary", "inbox", u, c)
 	requireUnseen(t, u, "INBOX", c)
 
-	var cancelled int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state IN ('cancelled', 'discarded')`).Scan(&cancelled))
+	cancelled := dbassert.JobCount(t, b.pool, "", rivertype.JobStateCancelled, rivertype.JobStateDiscarded)
 	require.Zero(t, cancelled, "no job was given up:\n%s", jobStates(t, b))
 	require.Positive(t, p.count("the process liveness lock is held again"), "the process took its liveness lock again")
 	p.stop(t)
 }
 
+// countStored counts every stored occurrence, and returns the error of a
+// database that does not answer rather than failing the test.
 func countStored(b *testBundle) (int, error) {
-	var n int
-	err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM stored_emails`).Scan(&n)
-	return n, err
+	c, err := dbassert.ReadCounts(context.Background(), b.pool)
+	return c.Occurrences, err
 }
 
-// jobStates lists every job for a failure message.
+// jobStates lists every job for a failure message, and the error of a
+// database that does not answer in its place.
 func jobStates(t testing.TB, b *testBundle) string {
-	rows, err := b.pool.Query(context.Background(), `SELECT id, kind, state, attempt, coalesce(errors::text, '') FROM river_job ORDER BY id`)
+	jobs, err := dbassert.ReadJobs(context.Background(), b.pool, "")
 	if err != nil {
 		return err.Error()
 	}
-	defer rows.Close()
 	var out string
-	for rows.Next() {
-		var (
-			id, attempt int64
-			kind, state string
-			errs        string
-		)
-		if err := rows.Scan(&id, &kind, &state, &attempt, &errs); err != nil {
-			return err.Error()
-		}
+	for _, j := range jobs {
+		errs := strings.Join(j.Errors, " ")
 		if len(errs) > 400 {
 			errs = errs[len(errs)-400:]
 		}
-		out += fmt.Sprintf("%d %s %s attempt=%d %s\n", id, kind, state, attempt, errs)
+		out += fmt.Sprintf("%d %s %s attempt=%d %s\n", j.ID, j.Kind, j.State, j.Attempt, errs)
 	}
 	return out
 }
