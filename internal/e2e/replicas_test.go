@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dbtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 )
@@ -104,10 +107,12 @@ func TestTwoReplicasRespectBounds(t *testing.T) {
 	}
 
 	// River holds only synchronization work: no housekeeping rows.
-	rows, err := b.pool.Query(context.Background(), `SELECT DISTINCT kind FROM river_job ORDER BY kind`)
-	require.NoError(t, err)
-	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
+	var kinds []string
+	for _, j := range dbassert.Jobs(t, b.pool, "") {
+		if !slices.Contains(kinds, j.Kind) {
+			kinds = append(kinds, j.Kind)
+		}
+	}
 	require.Subset(t, []string{"account_run", "extraction_backfill", "folder_pass", "reconcile_window"}, kinds)
 
 	for _, box := range boxes {
@@ -141,7 +146,8 @@ type observation struct {
 
 // observe starts sampling the database at dbURL every ~10 ms on a
 // connection of its own (application_name e2e-observer, left out of the
-// connection count).
+// connection count). It samples beside the test's goroutine, so it reads
+// what fails no test and records a failed sample as a violation.
 func observe(t testing.TB, dbURL string, names map[uint32]string, maxAccounts, maxFolders int) *observer {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(dbURL)
@@ -160,7 +166,7 @@ func observe(t testing.TB, dbURL string, names map[uint32]string, maxAccounts, m
 				o.report.violations = append(o.report.violations, "sampling failed: "+err.Error())
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the sampling pace
 		}
 	}()
 	return o
@@ -173,20 +179,7 @@ func (o *observer) stop() observation {
 }
 
 func (o *observer) sample(ctx context.Context, conn *pgx.Conn, names map[uint32]string, maxAccounts, maxFolders int) error {
-	// pg_locks is a consistent snapshot of the lock manager.
-	rows, err := conn.Query(ctx, `
-		SELECT l.PID, (l.classid::bigint << 32) | l.objid::bigint
-		FROM pg_locks l
-		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
-	if err != nil {
-		return err
-	}
-	type lock struct {
-		PID int32
-		Key int64
-	}
-	locks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[lock])
+	locks, err := dbassert.ReadHeldAdvisoryLocks(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -258,28 +251,25 @@ func (o *observer) sample(ctx context.Context, conn *pgx.Conn, names map[uint32]
 	o.report.maxAccounts = max(o.report.maxAccounts, len(holding))
 
 	// River: at most one running pass per (account, alias).
-	rows, err = conn.Query(ctx, `
-		SELECT args->>'account_id', args->>'alias', count(*) FROM river_job
-		WHERE kind = 'folder_pass' AND state = 'running'
-		GROUP BY 1, 2 HAVING count(*) > 1`)
+	passes, err := dbassert.ReadJobs(ctx, conn, "folder_pass")
 	if err != nil {
 		return err
 	}
-	type dup struct {
-		Account, Alias string
-		N              int
+	type folder struct{ account, alias string }
+	running := map[folder]int{}
+	for _, j := range passes {
+		if j.State == rivertype.JobStateRunning {
+			running[folder{fmt.Sprint(j.Arg("account_id")), fmt.Sprint(j.Arg("alias"))}]++
+		}
 	}
-	dups, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dup])
-	if err != nil {
-		return err
-	}
-	for _, d := range dups {
-		o.violate("%s: %d folder passes of %s/%s running at once", now, d.N, d.Account, d.Alias)
+	for f, n := range running {
+		if n > 1 {
+			o.violate("%s: %d folder passes of %s/%s running at once", now, n, f.account, f.alias)
+		}
 	}
 
-	var conns int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name <> 'e2e-observer' AND backend_type = 'client backend'`).Scan(&conns); err != nil {
+	conns, err := dbassert.ReadClientConnections(ctx, conn, "e2e-observer")
+	if err != nil {
 		return err
 	}
 	o.report.maxConnections = max(o.report.maxConnections, conns)
