@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-imap/v2"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -81,24 +82,18 @@ func (s *soak) askChanges(ctx context.Context) {
 // any folder the soak recreates, claims it, and draws what to ask of it.
 func (s *soak) pickChange() *askedChange {
 	a := s.accounts[s.intn(len(s.accounts))]
-	rows, err := s.b.pool.Query(context.Background(), `
-		SELECT e.id::text, coalesce(e.message_id, ''), lower(f.alias)
-		FROM served_stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-		WHERE a.account_key = $1 AND e.content_availability = 'Available'`, a.id)
+	// Asked from the asking goroutine, so it reads what fails no test.
+	stored, err := dbassert.ReadOccurrences(context.Background(), s.b.pool, "")
 	if err != nil {
 		return nil
 	}
 	type candidate struct{ id, messageID, alias string }
 	var cands []candidate
-	for rows.Next() {
-		var c candidate
-		if rows.Scan(&c.id, &c.messageID, &c.alias) == nil && c.messageID != "" {
-			cands = append(cands, c)
+	for _, o := range stored {
+		if o.Account == a.id && o.Served && o.Availability == "Available" && o.MessageID != "" {
+			cands = append(cands, candidate{o.ID.String(), o.MessageID, strings.ToLower(o.Alias)})
 		}
 	}
-	rows.Close()
 	var usable []candidate
 	for _, c := range cands {
 		if path := a.path(c.alias); path != "" && path != a.recreate && !s.isClaimed("<"+c.messageID+">") {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
@@ -184,9 +185,8 @@ func (s *soak) setUp() {
 	s.pgOpts.Port = s.cluster.Port()
 	admin, err := newPool(s.cluster.ConnString("postgres"))
 	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE soak")
+	dbassert.CreateDatabase(t, admin, "soak")
 	admin.Close()
-	require.NoError(t, err)
 	// Over TCP, so each replica's PostgreSQL connections can be counted.
 	url, err := s.cluster.TCPConnString("soak")
 	require.NoError(t, err)

@@ -1,20 +1,28 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/mailstore"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 )
 
@@ -48,33 +56,24 @@ type storedOccurrence struct {
 	served      bool
 }
 
-// stored reads every stored occurrence of a's alias (every generation of
-// its binding).
+// storedOf reads every stored occurrence of a's alias (every generation of
+// its binding). It fails no test: the verdict reads through a database
+// that does not answer yet.
 func (s *soak) storedOf(ctx context.Context, a *soakAccount, alias string) ([]storedOccurrence, error) {
-	rows, err := s.b.pool.Query(ctx, `
-		SELECT e.uid_validity, e.uid, e.remote_flags, c.sha256,
-		       EXISTS (SELECT 1 FROM served_stored_emails v WHERE v.id = e.id)
-		FROM stored_emails e
-		JOIN mail_folders f ON f.id = e.mail_folder_id
-		JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-		LEFT JOIN email_message_contents c ON c.stored_email_id = e.id
-		WHERE a.account_key = $1 AND f.alias = upper($2)`, a.id, alias)
+	stored, err := dbassert.ReadOccurrences(ctx, s.b.pool, strings.ToUpper(alias))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []storedOccurrence
-	for rows.Next() {
-		var o storedOccurrence
-		var uv, uid int64
-		if err := rows.Scan(&uv, &uid, &o.flags, &o.sha, &o.served); err != nil {
-			return nil, err
+	for _, o := range stored {
+		if o.Account != a.id {
+			continue
 		}
-		o.uidValidity, o.uid = uint32(uv), uint32(uid)
-		slices.Sort(o.flags)
-		out = append(out, o)
+		flags := slices.Clone(o.Flags)
+		slices.Sort(flags)
+		out = append(out, storedOccurrence{uidValidity: o.UIDValidity, uid: o.UID, flags: flags, sha: o.ContentSHA256, served: o.Served})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // mailboxDiffs compares every folder of every account with the server and
@@ -175,20 +174,17 @@ func (s *soak) verdict(bounds boundSamples, memory func() []memorySample) {
 	var diffs []string
 	var held int
 	var unsettled []string
-	for {
+	// Soft: the verdict goes on whether or not the run fell quiet, and
+	// judges the differences and what is unsettled below.
+	poll.Soft(t, 2*time.Second, quietBound, "the run falls quiet", func() (bool, string) {
 		var err error
 		diffs, held, err = s.mailboxDiffs(ctx)
 		if err == nil {
 			unsettled, err = s.unsettled(ctx)
 		}
-		if err == nil && len(diffs) == 0 && len(unsettled) == 0 {
-			break
-		}
-		if time.Since(quietStart) > quietBound {
-			break
-		}
-		time.Sleep(2 * time.Second)
-	}
+		return err == nil && len(diffs) == 0 && len(unsettled) == 0,
+			fmt.Sprintf("%d differences, %d unsettled (error: %v)", len(diffs), len(unsettled), err)
+	})
 	t.Logf("soak: quiet period %v; the server holds %d messages in the configured folders", time.Since(quietStart).Round(time.Second), held)
 
 	outcomes := s.changeOutcomes(ctx)
@@ -222,37 +218,29 @@ func (s *soak) verdict(bounds boundSamples, memory func() []memorySample) {
 // drained while any does), jobs running past their time.
 func (s *soak) unsettled(ctx context.Context) ([]string, error) {
 	var out []string
-	rows, err := s.b.pool.Query(ctx, `SELECT mutation, state, stage, coalesce(failure_code, '') FROM mailbox_mutations WHERE state NOT IN ('Completed', 'DeadLettered')`)
+	for _, state := range []mailstore.MutationState{mailstore.MutationPending, mailstore.MutationConverging} {
+		unended, err := mailstore.ListMutations(ctx, s.b.pool, mailstore.MutationFilter{State: state, Limit: math.MaxInt32})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range unended {
+			out = append(out, fmt.Sprintf("mutation %s %s at %s (%s)", m.Kind, m.State, m.Stage, m.FailureCode))
+		}
+	}
+	waiting, err := dbassert.ReadJobs(ctx, s.b.pool, "", rivertype.JobStateAvailable, rivertype.JobStateRetryable, rivertype.JobStateRunning)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var kind, state, stage, code string
-		if err := rows.Scan(&kind, &state, &stage, &code); err != nil {
-			rows.Close()
-			return nil, err
+	now := time.Now()
+	for _, j := range waiting {
+		switch {
+		case j.State == rivertype.JobStateAvailable && j.ScheduledAt.Before(now.Add(-30*time.Second)),
+			j.State == rivertype.JobStateRetryable,
+			j.State == rivertype.JobStateRunning && j.Kind != "watch" && j.AttemptedAt != nil && j.AttemptedAt.Before(now.Add(-10*time.Minute)):
+			out = append(out, fmt.Sprintf("job %s %s attempt %d", j.Kind, j.State, j.Attempt))
 		}
-		out = append(out, fmt.Sprintf("mutation %s %s at %s (%s)", kind, state, stage, code))
 	}
-	rows.Close()
-	rows, err = s.b.pool.Query(ctx, `
-		SELECT kind, state, attempt FROM river_job
-		WHERE (state = 'available' AND scheduled_at < now() - interval '30 seconds')
-		   OR state = 'retryable'
-		   OR (state = 'running' AND kind <> 'watch' AND attempted_at < now() - interval '10 minutes')`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind, state string
-		var attempt int
-		if err := rows.Scan(&kind, &state, &attempt); err != nil {
-			return nil, err
-		}
-		out = append(out, fmt.Sprintf("job %s %s attempt %d", kind, state, attempt))
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // changeSummary is what became of the changes asked.
@@ -309,13 +297,9 @@ func (s *soak) changeOutcomes(ctx context.Context) changeSummary {
 			out.violations = append(out.violations, fmt.Sprintf("%s: asked %d times, answered %v", where, len(ch.mutationIDs), ch.mutationIDs))
 			continue
 		}
-		var state, code string
-		var unjoined bool
-		err := s.b.pool.QueryRow(ctx, `SELECT state, coalesce(failure_code, ''), placement_path IS NOT NULL AND placed_uid IS NULL AND state = 'Completed' AND mutation IN ('Relocate', 'Copy')
-			FROM mailbox_mutations WHERE id = $1`, ch.mutationIDs[0]).Scan(&state, &code, &unjoined)
+		m, err := s.mutation(ctx, ch.mutationIDs[0])
 		if err != nil {
-			var stored bool
-			serr := s.b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM stored_emails WHERE id = $1)`, ch.emailID).Scan(&stored)
+			stored, serr := s.stored(ctx, ch.emailID)
 			if serr == nil && ch.account.erase && !stored {
 				// A record is removed with the email it describes, and an
 				// account that erases local copies erased this one: its
@@ -326,6 +310,8 @@ func (s *soak) changeOutcomes(ctx context.Context) changeSummary {
 			out.violations = append(out.violations, fmt.Sprintf("%s: no record: %v", where, err))
 			continue
 		}
+		state, code := string(m.State), m.FailureCode
+		unjoined := m.Path != "" && m.PlacedUID == 0 && m.State == mailstore.MutationCompleted && m.Kind.Places()
 		key := ch.kind + " " + state
 		if code != "" {
 			key += " " + code
@@ -397,20 +383,51 @@ func (s *soak) changeOutcomes(ctx context.Context) changeSummary {
 	return out
 }
 
+// mutation reads the change id, and an error when it is not recorded.
+func (s *soak) mutation(ctx context.Context, id string) (mailstore.Mutation, error) {
+	parsed, err := uuid.Parse(id)
+	if err != nil {
+		return mailstore.Mutation{}, err
+	}
+	m, ok, err := mailstore.ReadMutation(ctx, s.b.pool, parsed)
+	if err == nil && !ok {
+		err = fmt.Errorf("mutation %s is not recorded", id)
+	}
+	return m, err
+}
+
+// stored reports whether the email id is stored.
+func (s *soak) stored(ctx context.Context, id string) (bool, error) {
+	parsed, err := uuid.Parse(id)
+	if err != nil {
+		return false, err
+	}
+	_, ok, err := mailstore.ReadMutableEmail(ctx, s.b.pool, parsed)
+	return ok, err
+}
+
 // jobSummary counts River's jobs by kind and state.
 func (s *soak) jobSummary(ctx context.Context) string {
-	rows, err := s.b.pool.Query(ctx, `SELECT kind, state, count(*), max(attempt) FROM river_job GROUP BY 1, 2 ORDER BY 1, 2`)
+	jobs, err := dbassert.ReadJobs(ctx, s.b.pool, "")
 	if err != nil {
 		return err.Error()
 	}
-	defer rows.Close()
+	type group struct {
+		kind  string
+		state rivertype.JobState
+	}
+	count, attempt := map[group]int{}, map[group]int{}
+	for _, j := range jobs {
+		g := group{j.Kind, j.State}
+		count[g]++
+		attempt[g] = max(attempt[g], j.Attempt)
+	}
+	groups := slices.SortedFunc(maps.Keys(count), func(a, b group) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.state, b.state))
+	})
 	var parts []string
-	for rows.Next() {
-		var kind, state string
-		var n, attempt int
-		if rows.Scan(&kind, &state, &n, &attempt) == nil {
-			parts = append(parts, fmt.Sprintf("%s %s=%d (max attempt %d)", kind, state, n, attempt))
-		}
+	for _, g := range groups {
+		parts = append(parts, fmt.Sprintf("%s %s=%d (max attempt %d)", g.kind, g.state, count[g], attempt[g]))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -504,9 +521,31 @@ func (s *soak) keepLogs() {
 // that UID, the changes recorded against them and the folder's checkpoint.
 func (s *soak) explain(ctx context.Context, diffs []string) string {
 	var b strings.Builder
+	changes, err := mailstore.ListMutations(ctx, s.b.pool, mailstore.MutationFilter{Limit: math.MaxInt32})
+	if err != nil {
+		fmt.Fprintf(&b, "the changes: %v\n", err)
+	}
+	changesOf := map[uuid.UUID][]string{}
+	for _, m := range slices.Backward(changes) { // oldest first
+		placed, left := "-", "-"
+		if m.PlacedUID != 0 {
+			placed = strconv.FormatUint(uint64(m.PlacedUID), 10)
+		}
+		if !m.SourceLeftAt.IsZero() {
+			left = m.SourceLeftAt.String()
+		}
+		changesOf[m.EmailID] = append(changesOf[m.EmailID],
+			fmt.Sprintf("%s %s %s %s placed %s left %s", m.Kind, m.State, m.Stage, m.FailureCode, placed, left))
+	}
+	orDash := func(at *time.Time) string {
+		if at == nil {
+			return "-"
+		}
+		return at.String()
+	}
 	for _, d := range diffs {
 		var account, alias string
-		var uid int64
+		var uid uint32
 		head, rest, ok := strings.Cut(d, ": UID ")
 		if !ok {
 			continue
@@ -514,42 +553,40 @@ func (s *soak) explain(ctx context.Context, diffs []string) string {
 		account, alias, _ = strings.Cut(head, "/")
 		fmt.Sscanf(rest, "%d", &uid)
 		fmt.Fprintf(&b, "%s\n", d)
-		rows, err := s.b.pool.Query(ctx, `
-			SELECT e.id::text, f.generation, e.uid_validity, e.remote_flags, coalesce(e.remote_flags_observed_at::text, '-'),
-			       coalesce(e.remote_expunge_observed_at::text, '-'), coalesce(e.message_id, ''),
-			       coalesce((SELECT string_agg(m.mutation || ' ' || m.state || ' ' || m.stage || ' ' || coalesce(m.failure_code, '') ||
-			                 ' placed ' || coalesce(m.placed_uid::text, '-') || ' left ' || coalesce(m.source_left_observed_at::text, '-'), '; ')
-			                 FROM mailbox_mutations m WHERE m.stored_email_id = e.id), ''),
-			       coalesce(c.highest_modseq::text, '-'), coalesce(c.reconcile_cycle_modseq::text, '-'), coalesce(c.last_seen_uid::text, '-')
-			FROM stored_emails e
-			JOIN mail_folders f ON f.id = e.mail_folder_id
-			JOIN mailbox_accounts a ON a.id = e.mailbox_account_id
-			LEFT JOIN synchronization_checkpoints c ON c.mail_folder_id = f.id
-			WHERE a.account_key = $1 AND f.alias = upper($2) AND e.uid = $3`, account, alias, uid)
+		stored, err := dbassert.ReadOccurrences(ctx, s.b.pool, strings.ToUpper(alias))
 		if err != nil {
 			fmt.Fprintf(&b, "  %v\n", err)
 			continue
 		}
-		for rows.Next() {
-			var id, observed, expunged, messageID, mutations, modseq, cycle, lastSeen string
-			var generation int
-			var uv int64
-			var flags []string
-			if err := rows.Scan(&id, &generation, &uv, &flags, &observed, &expunged, &messageID, &mutations, &modseq, &cycle, &lastSeen); err != nil {
+		for _, o := range stored {
+			if o.Account != account || o.UID != uid {
+				continue
+			}
+			modseq, cycle, lastSeen := "-", "-", "-"
+			cp, found, err := mailstore.ReadCheckpoint(ctx, s.b.pool, o.FolderID)
+			switch {
+			case err != nil:
 				fmt.Fprintf(&b, "  %v\n", err)
-				break
+			case found:
+				lastSeen = strconv.FormatUint(uint64(cp.LastSeenUID), 10)
+				if cp.HighestModSeq != nil {
+					modseq = strconv.FormatUint(*cp.HighestModSeq, 10)
+				}
+				if cp.Cycle != nil {
+					cycle = strconv.FormatUint(cp.Cycle.ModSeq, 10)
+				}
 			}
 			fmt.Fprintf(&b, "  row %s generation %d UIDVALIDITY %d flags %v observed %s expunge observed %s message %s; mutations: %s; checkpoint highest_modseq %s cycle %s last_seen %s\n",
-				id, generation, uv, flags, observed, expunged, messageID, mutations, modseq, cycle, lastSeen)
+				o.ID, o.Generation, o.UIDValidity, o.Flags, orDash(o.FlagsObservedAt), orDash(o.ExpungeObservedAt), o.MessageID,
+				strings.Join(changesOf[o.ID], "; "), modseq, cycle, lastSeen)
 			s.eventMu.Lock()
 			for _, e := range s.events {
-				if messageID != "" && strings.Contains(e, messageID) {
+				if o.MessageID != "" && strings.Contains(e, o.MessageID) {
 					fmt.Fprintf(&b, "    %s\n", e)
 				}
 			}
 			s.eventMu.Unlock()
 		}
-		rows.Close()
 	}
 	return b.String()
 }
