@@ -1,9 +1,10 @@
 package e2e
 
 import (
-	"context"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/poll"
@@ -63,26 +65,26 @@ func TestPushQuietWindow(t *testing.T) {
 	window := quietWindow(t)
 	logins := func() int { return strings.Count(b.server.Log(), loginLine+u.Name()+">") }
 	var lastJob int64
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM river_job`).Scan(&lastJob))
+	if jobs := dbassert.Jobs(t, b.pool, ""); len(jobs) > 0 {
+		lastJob = jobs[len(jobs)-1].ID
+	}
 	before := logins()
-	time.Sleep(window)
+	time.Sleep(window) // the quiet window watched: what it queues and the logins it makes are its figures
 	during := logins() - before
 
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT kind, args->>'alias', count(*) FROM river_job
-		WHERE id > $1 AND kind IN ('folder_pass', 'reconcile_window')
-		GROUP BY 1, 2 ORDER BY 1, 2`, lastJob)
-	require.NoError(t, err)
 	units := map[string]int{}
-	var summary []string
-	for rows.Next() {
-		var kind, alias string
-		var n int
-		require.NoError(t, rows.Scan(&kind, &alias, &n))
-		units[kind+" "+strings.ToLower(alias)] = n
-		summary = append(summary, kind+" "+strings.ToLower(alias)+"="+strconv.Itoa(n))
+	for _, kind := range []string{"folder_pass", "reconcile_window"} {
+		for _, j := range dbassert.Jobs(t, b.pool, kind) {
+			if j.ID > lastJob {
+				alias, _ := j.Arg("alias").(string)
+				units[kind+" "+strings.ToLower(alias)]++
+			}
+		}
 	}
-	require.NoError(t, rows.Err())
+	var summary []string
+	for _, unit := range slices.Sorted(maps.Keys(units)) {
+		summary = append(summary, unit+"="+strconv.Itoa(units[unit]))
+	}
 	t.Logf("quiet window of %v (degradation period %v): %d IMAP logins, units queued: %s",
 		window, period, during, strings.Join(summary, ", "))
 
@@ -105,10 +107,14 @@ func TestPushQuietWindow(t *testing.T) {
 // yet finished.
 func (b *testBundle) unfinishedUnits(t testing.TB) int {
 	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(), `
-		SELECT count(*) FROM river_job
-		WHERE kind IN ('folder_pass', 'reconcile_window') AND finalized_at IS NULL`).Scan(&n))
+	n := 0
+	for _, kind := range []string{"folder_pass", "reconcile_window"} {
+		for _, j := range dbassert.Jobs(t, b.pool, kind) {
+			if j.FinalizedAt == nil {
+				n++
+			}
+		}
+	}
 	return n
 }
 
