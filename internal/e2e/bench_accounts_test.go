@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"cmp"
-	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
 	"github.com/mailfathom/mailfathom/internal/testharness/pgtest"
@@ -73,8 +76,7 @@ func BenchmarkManyAccounts(b *testing.B) {
 			var round time.Duration
 			for i := range b.N {
 				if i > 0 {
-					_, err := bundle.pool.Exec(b.Context(), "TRUNCATE stored_emails CASCADE")
-					require.NoError(b, err)
+					dbassert.TruncateStoredEmails(b, bundle.pool)
 				}
 				meter := accountsMeter(b, bundle)
 				logins0 := strings.Count(bundle.server.Log(), loginLine)
@@ -132,9 +134,7 @@ const loginLine = "imap-login: Info: Login: user=<"
 // accountsMeter measures the CPU of serve, PostgreSQL and Dovecot during a
 // round.
 func accountsMeter(b *testing.B, bundle *testBundle) *cpuMeter {
-	var dataDir string
-	require.NoError(b, bundle.pool.QueryRow(b.Context(), "SHOW data_directory").Scan(&dataDir))
-	m, err := newCPUMeter(dataDir, bundle.server.Dir())
+	m, err := newCPUMeter(dbassert.Setting(b, bundle.pool, "data_directory"), bundle.server.Dir())
 	require.NoError(b, err)
 	return m
 }
@@ -153,23 +153,66 @@ func loadAverage() string {
 // often they were snoozed, and when the first attempt began and the last
 // job was finalized, counted from start.
 func (b *testBundle) jobTimings(t testing.TB, start time.Time) string {
-	rows, err := b.pool.Query(context.Background(), `
-		SELECT kind, count(*), count(*) FILTER (WHERE finalized_at IS NOT NULL),
-		       coalesce(sum((metadata->>'snoozes')::int), 0),
-		       coalesce(extract(epoch FROM min(attempted_at) - $1), 0),
-		       coalesce(extract(epoch FROM max(finalized_at) - $1), 0),
-		       coalesce(extract(epoch FROM avg(finalized_at - attempted_at)), 0)
-		FROM river_job GROUP BY kind ORDER BY kind`, start)
-	require.NoError(t, err)
-	var out strings.Builder
-	for rows.Next() {
-		var kind string
-		var jobs, finalized, snoozes int
-		var first, last, avg float64
-		require.NoError(t, rows.Scan(&kind, &jobs, &finalized, &snoozes, &first, &last, &avg))
-		fmt.Fprintf(&out, "  %-22s %5d jobs, %5d finalized, %6d snoozes; first attempt %.1f s, last finalized %.1f s, last attempt to finalized %.3f s on average\n",
-			kind, jobs, finalized, snoozes, first, last, avg)
+	t.Helper()
+	type timing struct {
+		jobs, finalized, snoozes int
+		// first is the first attempt's start, last the last finalization,
+		// both from start; took sums, over the finalized jobs attempted,
+		// their last attempt to their finalization, counted in ran.
+		first, last *time.Duration
+		took        time.Duration
+		ran         int
 	}
-	require.NoError(t, rows.Err())
+	earliest := func(d **time.Duration, at time.Duration) {
+		if *d == nil || at < **d {
+			*d = &at
+		}
+	}
+	latest := func(d **time.Duration, at time.Duration) {
+		if *d == nil || at > **d {
+			*d = &at
+		}
+	}
+	byKind := map[string]*timing{}
+	for _, j := range dbassert.Jobs(t, b.pool, "") {
+		k := byKind[j.Kind]
+		if k == nil {
+			k = &timing{}
+			byKind[j.Kind] = k
+		}
+		k.jobs++
+		var metadata struct {
+			Snoozes int `json:"snoozes"`
+		}
+		_ = json.Unmarshal([]byte(j.Metadata), &metadata)
+		k.snoozes += metadata.Snoozes
+		if j.AttemptedAt != nil {
+			earliest(&k.first, j.AttemptedAt.Sub(start))
+		}
+		if j.FinalizedAt != nil {
+			k.finalized++
+			latest(&k.last, j.FinalizedAt.Sub(start))
+			if j.AttemptedAt != nil {
+				k.took += j.FinalizedAt.Sub(*j.AttemptedAt)
+				k.ran++
+			}
+		}
+	}
+	seconds := func(d *time.Duration) float64 {
+		if d == nil {
+			return 0
+		}
+		return d.Seconds()
+	}
+	var out strings.Builder
+	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
+		k := byKind[kind]
+		avg := 0.0
+		if k.ran > 0 {
+			avg = k.took.Seconds() / float64(k.ran)
+		}
+		fmt.Fprintf(&out, "  %-22s %5d jobs, %5d finalized, %6d snoozes; first attempt %.1f s, last finalized %.1f s, last attempt to finalized %.3f s on average\n",
+			kind, k.jobs, k.finalized, k.snoozes, seconds(k.first), seconds(k.last), avg)
+	}
 	return out.String()
 }

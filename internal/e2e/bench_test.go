@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/pgcluster"
+	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
 	"github.com/mailfathom/mailfathom/internal/testharness/embedtest"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/mailgen"
@@ -203,13 +203,10 @@ func BenchmarkFirstSync(b *testing.B) {
 			// Migrate before the clock starts: serve then finds the schema
 			// current, as in any start but the first.
 			migrate(b, bundle.dbURL)
-			var dataDir string
-			require.NoError(b, bundle.pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir))
-			meter, err := newCPUMeter(dataDir, bundle.server.Dir())
+			meter, err := newCPUMeter(dbassert.Setting(b, bundle.pool, "data_directory"), bundle.server.Dir())
 			require.NoError(b, err)
 			if statements > 0 {
-				_, err := bundle.pool.Exec(context.Background(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()")
-				require.NoError(b, err)
+				dbassert.ResetStatementStatistics(b, bundle.pool)
 			}
 			b.StartTimer()
 
@@ -417,8 +414,7 @@ func benchDatabases(b *testing.B, durable, statements bool) func() string {
 		pool, err := newPool(cluster.ConnString("postgres"))
 		require.NoError(b, err)
 		defer pool.Close()
-		_, err = pool.Exec(ctx, "CREATE DATABASE "+name)
-		require.NoError(b, err)
+		dbassert.CreateDatabase(b, pool, name)
 		return cluster.ConnString(name)
 	}
 }
@@ -428,26 +424,15 @@ func benchDatabases(b *testing.B, durable, statements bool) func() string {
 // of a run went. Statement texts are the service's own SQL, normalized
 // (constants replaced by $n), so no mail appears.
 func logStatements(b *testing.B, pool *pgxpool.Pool, n int) {
-	rows, err := pool.Query(context.Background(), `
-SELECT calls, rows, total_exec_time, total_plan_time, wal_bytes, left(regexp_replace(query, '\s+', ' ', 'g'), 160)
-FROM pg_stat_statements
-ORDER BY total_exec_time + total_plan_time DESC
-LIMIT $1`, n)
-	require.NoError(b, err)
-	defer rows.Close()
 	var all float64
 	var lines []string
-	for rows.Next() {
-		var calls, nrows int64
-		var exec, plan float64
-		var wal pgtype.Numeric
-		var query string
-		require.NoError(b, rows.Scan(&calls, &nrows, &exec, &plan, &wal, &query))
-		walBytes, _ := wal.Float64Value()
-		all += exec + plan
-		lines = append(lines, fmt.Sprintf("%9.1f ms exec %8.1f ms plan %7d calls %8d rows %7.1f MB WAL  %s", exec, plan, calls, nrows, walBytes.Float64/1e6, query))
+	for _, s := range dbassert.SlowestStatements(b, pool, n) {
+		exec, plan := s.Milliseconds-s.PlanMilliseconds, s.PlanMilliseconds
+		query := []rune(s.Query)
+		all += s.Milliseconds
+		lines = append(lines, fmt.Sprintf("%9.1f ms exec %8.1f ms plan %7d calls %8d rows %7.1f MB WAL  %s",
+			exec, plan, s.Calls, s.Rows, s.WALBytes/1e6, string(query[:min(len(query), 160)])))
 	}
-	require.NoError(b, rows.Err())
 	// Printed, not logged: a benchmark's log is cut after a few lines.
 	fmt.Printf("top %d statements (%.0f ms together):\n%s\n", len(lines), all, strings.Join(lines, "\n"))
 }
