@@ -227,7 +227,8 @@ func (s *soak) unsettled(ctx context.Context) ([]string, error) {
 			out = append(out, fmt.Sprintf("mutation %s %s at %s (%s)", m.Kind, m.State, m.Stage, m.FailureCode))
 		}
 	}
-	waiting, err := dbassert.ReadJobs(ctx, s.b.pool, "", rivertype.JobStateAvailable, rivertype.JobStateRetryable, rivertype.JobStateRunning)
+	waiting, err := dbassert.ReadJobs(ctx, s.b.pool, "", rivertype.JobStateAvailable, rivertype.JobStateRetryable, rivertype.JobStateRunning,
+		rivertype.JobStatePending)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +237,9 @@ func (s *soak) unsettled(ctx context.Context) ([]string, error) {
 		switch {
 		case j.State == rivertype.JobStateAvailable && j.ScheduledAt.Before(now.Add(-30*time.Second)),
 			j.State == rivertype.JobStateRetryable,
-			j.State == rivertype.JobStateRunning && j.Kind != "watch" && j.AttemptedAt != nil && j.AttemptedAt.Before(now.Add(-10*time.Minute)):
+			j.State == rivertype.JobStateRunning && j.Kind != "watch" && j.AttemptedAt != nil && j.AttemptedAt.Before(now.Add(-10*time.Minute)),
+			// A carried job its carrier neither ran nor handed back.
+			j.State == rivertype.JobStatePending && j.CreatedAt.Before(now.Add(-10*time.Minute)):
 			out = append(out, fmt.Sprintf("job %s %s attempt %d", j.Kind, j.State, j.Attempt))
 		}
 	}
