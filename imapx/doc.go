@@ -24,6 +24,11 @@
 //	err = s.FetchBodies(ctx, uids[:batch], maxRaw, store) // UID FETCH (UID BODY.PEEK[]), one message at a time
 //	defer s.Close()
 //
+// FetchBodiesThenMetadata sends a batch's body FETCH and the following
+// batch's metadata FETCH together (pipelined, RFC 9051, 5.5), so a long
+// link carries no silent round trip between one batch's content and the
+// next batch's list.
+//
 // A ReadSession is driven by one goroutine. Every command is bounded by
 // SessionOptions.CommandTimeout and by the caller's context: either one
 // closes the connection when it runs out.

@@ -129,48 +129,76 @@ func (s *ReadSession) FetchMetadata(ctx context.Context, uids []uint32) ([]Messa
 		return nil, nil
 	}
 	start := time.Now()
-	set := uidSet(uids)
-	out := make([]MessageMetadata, 0, len(uids))
+	var out []MessageMetadata
 	expungesBefore := s.expungeCount()
 	suspicious := false
 	err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *wire.Watchdog) error {
-		cmd := c.Fetch(set, &imap.FetchOptions{
-			UID: true, Flags: true, InternalDate: true, RFC822Size: true, Envelope: true,
-		})
-		defer cmd.Close()
-		for {
-			msg := cmd.Next()
-			if msg == nil {
-				break
-			}
-			buf, err := msg.Collect()
-			if err != nil {
-				return err
-			}
-			w.Resume() // progress
-			if buf.UID == 0 {
-				continue
-			}
-			if looksExpunged(buf) {
-				suspicious = true
-			}
-			out = append(out, metadataOf(buf))
-		}
-		return cmd.Close()
+		var err error
+		out, suspicious, err = collectMetadata(c.Fetch(uidSet(uids), metadataOptions), w.Resume, len(uids))
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return s.settleMetadata(ctx, out, suspicious, expungesBefore, len(uids), start)
+}
+
+// metadataOptions are the items FetchMetadata asks for.
+var metadataOptions = &imap.FetchOptions{UID: true, Flags: true, InternalDate: true, RFC822Size: true, Envelope: true}
+
+// collectMetadata reads the answers to cmd, a UID FETCH of
+// metadataOptions for n UIDs, calling progress after each, and consumes
+// the command. suspicious reports
+// an answer that looks like an expunged message's placeholder. An
+// unsolicited FETCH that only reports a UID's new flags, which go-imap
+// hands to the command whose set holds the UID, is not an answer and is
+// left out; a UID answered twice keeps its last answer.
+func collectMetadata(cmd *imapclient.FetchCommand, progress func(), n int) (out []MessageMetadata, suspicious bool, err error) {
+	defer cmd.Close()
+	out = make([]MessageMetadata, 0, n)
+	at := make(map[imap.UID]int, n)
+	for {
+		msg := cmd.Next()
+		if msg == nil {
+			break
+		}
+		buf, err := msg.Collect()
+		if err != nil {
+			return nil, false, err
+		}
+		progress()
+		if buf.UID == 0 || (buf.Envelope == nil && buf.InternalDate.IsZero() && buf.RFC822Size == 0) {
+			continue
+		}
+		if looksExpunged(buf) {
+			suspicious = true
+		}
+		if i, ok := at[buf.UID]; ok {
+			out[i] = metadataOf(buf)
+			continue
+		}
+		at[buf.UID] = len(out)
+		out = append(out, metadataOf(buf))
+	}
+	return out, suspicious, cmd.Close()
+}
+
+// settleMetadata finishes a metadata FETCH of requested UIDs sent at start
+// that answered out: when messages were expunged since expungesBefore or
+// an answer looked like a placeholder, one UID SEARCH drops the UIDs that
+// no longer exist.
+func (s *ReadSession) settleMetadata(ctx context.Context, out []MessageMetadata, suspicious bool, expungesBefore int64, requested int, start time.Time) ([]MessageMetadata, error) {
 	dropped := 0
 	if suspicious || s.expungeCount() != expungesBefore {
 		answered := len(out)
+		var err error
 		out, err = s.dropExpunged(ctx, out)
 		if err != nil {
 			return nil, err
 		}
 		dropped = answered - len(out)
 	}
-	s.debug(ctx, "imap fetch metadata", slog.Int("requested", len(uids)), slog.Int("answered", len(out)),
+	s.debug(ctx, "imap fetch metadata", slog.Int("requested", requested), slog.Int("answered", len(out)),
 		slog.Int("expunged", dropped), slog.Duration("elapsed", time.Since(start)))
 	return out, nil
 }
@@ -304,91 +332,108 @@ func (s *ReadSession) FetchBodies(ctx context.Context, uids []uint32, maxBytes i
 		return nil
 	}
 	start := time.Now()
-	set := uidSet(uids)
-	var (
-		buf       []byte
-		delivered int
-		exceeded  int
-		total     int64
-	)
+	var r bodyReader
 	err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *wire.Watchdog) error {
-		cmd := c.Fetch(set, &imap.FetchOptions{
-			UID:         true,
-			BodySection: []*imap.FetchItemBodySection{{Peek: true}},
-		})
-		// However this ends, the command is consumed: go-imap's reader
-		// blocks on an unconsumed message. The exception is a literal that
-		// failed mid-read: go-imap would read it again while its reader
-		// goroutine already reads the same stream, so the connection is
-		// killed and the command abandoned (its reader then ends on the
-		// closed connection without waiting for anyone).
-		abandoned := false
-		defer func() {
-			if !abandoned {
-				_ = cmd.Close()
-			}
-		}()
-		for {
-			msg := cmd.Next()
-			if msg == nil {
-				break
-			}
-			var (
-				body    Body
-				hasBody bool
-			)
-			for item := msg.Next(); item != nil; item = msg.Next() {
-				switch item := item.(type) {
-				case imapclient.FetchItemDataUID:
-					body.UID = uint32(item.UID)
-				case imapclient.FetchItemDataBodySection:
-					if item.Literal == nil || hasBody {
-						continue
-					}
-					var err error
-					var n int64
-					buf, n, body.Exceeded, err = readLiteral(item.Literal, buf, maxBytes)
-					if err != nil {
-						abandoned = true
-						w.Kill()
-						return err
-					}
-					hasBody = true
-					total += n
-					if !body.Exceeded {
-						// An empty message is an empty message, not a
-						// missing one: Raw is never nil when not Exceeded.
-						body.Raw = buf
-						if body.Raw == nil {
-							body.Raw = []byte{}
-						}
-					}
-				}
-			}
-			if !hasBody || body.UID == 0 {
-				continue
-			}
-			if body.Exceeded {
-				exceeded++
-			}
-			w.Pause()
-			err := fn(body)
-			w.Resume()
-			if err != nil {
-				if cerr := cmd.Close(); cerr != nil {
-					// The drain failed: the connection is of no further use,
-					// but fn's error is the one to report.
-					w.Kill()
-				}
-				return &callerError{err: err}
-			}
-			delivered++
-		}
-		return cmd.Close()
+		return r.read(c.Fetch(uidSet(uids), bodyOptions), w, maxBytes, fn)
 	})
-	s.debug(ctx, "imap fetch bodies", slog.Int("requested", len(uids)), slog.Int("delivered", delivered),
-		slog.Int("exceeded", exceeded), slog.Int64("bytes", total), slog.Duration("elapsed", time.Since(start)))
+	s.debugBodies(ctx, len(uids), r, start)
 	return err
+}
+
+// bodyOptions are the items FetchBodies asks for: BODY.PEEK[], which never
+// sets \Seen.
+var bodyOptions = &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{{Peek: true}}}
+
+// bodyReader reads the answers of body FETCH commands and counts what
+// they delivered. Its buffer is reused from one message to the next.
+type bodyReader struct {
+	buf       []byte
+	delivered int
+	exceeded  int
+	total     int64
+}
+
+// read hands the answers to cmd, a UID FETCH of bodyOptions, to fn as
+// FetchBodies describes, and consumes the command, except after a literal
+// that failed mid-read: then the connection is killed, which ends cmd and
+// every command sent after it.
+func (r *bodyReader) read(cmd *imapclient.FetchCommand, w *wire.Watchdog, maxBytes int64, fn func(Body) error) error {
+	killed := false
+	// However this ends, the command is consumed: go-imap's reader blocks
+	// on an unconsumed message. The exception is a literal that failed
+	// mid-read: go-imap would read it again while its reader goroutine
+	// already reads the same stream, so the connection is killed and the
+	// command abandoned (its reader then ends on the closed connection
+	// without waiting for anyone).
+	defer func() {
+		if !killed {
+			_ = cmd.Close()
+		}
+	}()
+	for {
+		msg := cmd.Next()
+		if msg == nil {
+			break
+		}
+		var (
+			body    Body
+			hasBody bool
+		)
+		for item := msg.Next(); item != nil; item = msg.Next() {
+			switch item := item.(type) {
+			case imapclient.FetchItemDataUID:
+				body.UID = uint32(item.UID)
+			case imapclient.FetchItemDataBodySection:
+				if item.Literal == nil || hasBody {
+					continue
+				}
+				var err error
+				var n int64
+				r.buf, n, body.Exceeded, err = readLiteral(item.Literal, r.buf, maxBytes)
+				if err != nil {
+					killed = true
+					w.Kill()
+					return err
+				}
+				hasBody = true
+				r.total += n
+				if !body.Exceeded {
+					// An empty message is an empty message, not a missing
+					// one: Raw is never nil when not Exceeded.
+					body.Raw = r.buf
+					if body.Raw == nil {
+						body.Raw = []byte{}
+					}
+				}
+			}
+		}
+		if !hasBody || body.UID == 0 {
+			continue
+		}
+		if body.Exceeded {
+			r.exceeded++
+		}
+		w.Pause()
+		err := fn(body)
+		w.Resume()
+		if err != nil {
+			if cerr := cmd.Close(); cerr != nil {
+				// The drain failed: the connection is of no further use,
+				// but fn's error is the one to report.
+				w.Kill()
+			}
+			return &callerError{err: err}
+		}
+		r.delivered++
+	}
+	return cmd.Close()
+}
+
+// debugBodies logs what a body FETCH of requested UIDs sent at start
+// delivered.
+func (s *ReadSession) debugBodies(ctx context.Context, requested int, r bodyReader, start time.Time) {
+	s.debug(ctx, "imap fetch bodies", slog.Int("requested", requested), slog.Int("delivered", r.delivered),
+		slog.Int("exceeded", r.exceeded), slog.Int64("bytes", r.total), slog.Duration("elapsed", time.Since(start)))
 }
 
 // readLiteral reads one message literal. Up to maxBytes it is read into buf

@@ -20,7 +20,9 @@ var errStreamAbandoned = errors.New("forwardpass: the batch stopped reading its 
 // of its own — the metadata first, then the content of every message not
 // over MaxRawMimeBytes by declared size, in chunks of FetchChunkBytes —
 // and hands each body over on bodies, as a copy, while the batch writes
-// the ones before; then it reads the following batch's metadata. What was read and not yet taken is bounded by
+// the ones before; then it reads the following batch's metadata, asked
+// for in the same flight as the last bodies where the session can
+// (pipelinedSession). What was read and not yet taken is bounded by
 // ReadAheadBytes: at the bound the stream stops reading and the server's
 // data waits in the connection. So the link keeps carrying mail while the
 // database writes, and while a batch commits the next batch's stream
@@ -62,10 +64,10 @@ type bodyStream struct {
 	// from there on. Both are set before metaReady is closed.
 	cutAt   uint32
 	cutSize int64
-	// following is the batch after this one. Once its own bodies are read,
-	// the stream reads following's metadata (followingRead, followingMeta,
-	// followingErr, set when done is closed), so following's stream can
-	// ask for content at once.
+	// following is the batch after this one. With its own last bodies
+	// (pipelined), or once they are read, the stream reads following's
+	// metadata (followingRead, followingMeta, followingErr, set when done
+	// is closed), so following's stream can ask for content at once.
 	following       []uint32
 	followingRead   bool
 	followingMeta   []imapx.MessageMetadata
@@ -107,7 +109,7 @@ func (p *pass) startStream(ctx context.Context, uids, following []uint32, from *
 			<-from.done
 		}
 		s.read(ctx, p, uids, from)
-		if s.metaErr == nil && s.err == nil && s.cutAt == 0 && len(following) > 0 && quit.Err() == nil {
+		if s.metaErr == nil && s.err == nil && s.cutAt == 0 && len(following) > 0 && !s.followingRead && quit.Err() == nil {
 			s.followingMetaAt = time.Now()
 			s.followingMeta, s.followingIDs, s.followingErr = p.readMetadata(ctx, following)
 			s.followingRead = true
@@ -202,12 +204,38 @@ func (s *bodyStream) read(ctx context.Context, p *pass, uids []uint32, from *bod
 			total += size[fetch[n]]
 			n++
 		}
-		if err := p.sess.FetchBodies(ctx, fetch[:n], p.opts.MaxRawMimeBytes, s.put); err != nil {
+		var err error
+		if ps, ok := s.pipelined(p); ok && n == len(fetch) {
+			s.followingMetaAt = time.Now()
+			s.followingMeta, s.followingErr, err = ps.FetchBodiesThenMetadata(ctx, fetch, p.opts.MaxRawMimeBytes, s.put, s.following)
+			s.followingRead = err == nil
+		} else {
+			err = p.sess.FetchBodies(ctx, fetch[:n], p.opts.MaxRawMimeBytes, s.put)
+		}
+		if err != nil {
 			s.err = err
 			return
 		}
 		fetch = fetch[n:]
 	}
+}
+
+// pipelinedSession is a Session that can ask for the following batch's
+// metadata in the same flight as a batch's last bodies
+// (mailsession.Session): on a long link that saves the round trip the
+// metadata FETCH would otherwise wait for.
+type pipelinedSession interface {
+	FetchBodiesThenMetadata(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error, next []uint32) (meta []imapx.MessageMetadata, metaErr, err error)
+}
+
+// pipelined returns p's session as a pipelinedSession when the stream's
+// last bodies can take the following batch's metadata along: there is a
+// following batch, the stream cut nothing for the download allowance, and
+// the server names no identities, which are asked for beside the
+// metadata (readMetadata).
+func (s *bodyStream) pipelined(p *pass) (pipelinedSession, bool) {
+	ps, ok := p.sess.(pipelinedSession)
+	return ps, ok && len(s.following) > 0 && s.cutAt == 0 && p.sess.IdentityScheme() == imapx.NoIdentity
 }
 
 // put hands one body over, waiting while ReadAheadBytes are taken up.

@@ -97,6 +97,51 @@ func (s *Session) FetchBodies(ctx context.Context, uids []uint32, maxBytes int64
 	return err
 }
 
+// FetchBodiesThenMetadata is FetchBodies of uids with the metadata of
+// next asked for in the same flight (imapx's FetchBodiesThenMetadata),
+// under the retrieval pipeline. An attempt after a failed one asks only
+// for the bodies fn has not yet accepted, with next's metadata behind
+// them. err is FetchBodies' error: when it is not nil the metadata was not
+// read. When only the metadata failed after every body was delivered, it
+// is asked for once more on its own, as FetchMetadata; metaErr is that
+// failure.
+func (s *Session) FetchBodiesThenMetadata(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error, next []uint32) (meta []imapx.MessageMetadata, metaErr, err error) {
+	accepted := make(map[uint32]bool, len(uids))
+	var callerErr error
+	err = s.retrieve(ctx, func(ctx context.Context, rs *imapx.ReadSession) error {
+		remaining := make([]uint32, 0, len(uids)-len(accepted))
+		for _, u := range uids {
+			if !accepted[u] {
+				remaining = append(remaining, u)
+			}
+		}
+		var err error
+		meta, metaErr, err = rs.FetchBodiesThenMetadata(ctx, remaining, maxBytes, func(b imapx.Body) error {
+			if accepted[b.UID] {
+				return nil
+			}
+			if err := fn(b); err != nil {
+				callerErr = err
+				return &callerFailure{err: err}
+			}
+			accepted[b.UID] = true
+			return nil
+		}, next)
+		s.noteFailure(metaErr)
+		return err
+	})
+	if callerErr != nil {
+		return nil, nil, callerErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if metaErr != nil {
+		meta, metaErr = s.FetchMetadata(ctx, next)
+	}
+	return meta, metaErr, nil
+}
+
 // callerFailure carries fn's error through the pipeline as a failure it does
 // not repeat.
 type callerFailure struct{ err error }
