@@ -46,13 +46,3 @@ func (u *User) dialHelper() (*imapclient.Client, func(), error) {
 	}
 	return c, func() { mailbox.Close(c) }, nil
 }
-
-// withHelper runs f with u's helper session, starting one first when
-// there is none, when it ended, or when the server restarted since.
-func (u *User) withHelper(f func(c *imapclient.Client) error) error {
-	run, running := u.srv.in.sup.Run()
-	if !running {
-		return errStopped
-	}
-	return u.helper.Do(run, f)
-}

@@ -128,16 +128,6 @@ func (h *helperConn) close() {
 	}
 }
 
-// withHelper runs f with u's helper connection, starting one first when
-// there is none, when it ended, or when the server restarted since.
-func (u *User) withHelper(f func(c *imapclient.Client) error) error {
-	run, running := u.srv.in.sup.Run()
-	if !running {
-		return errStopped
-	}
-	return u.helper.Do(run, f)
-}
-
 // pipeConn is a net.Conn over a pair of pipes, whose os.File deadlines
 // work because os.Pipe files use the runtime poller.
 type pipeConn struct {
