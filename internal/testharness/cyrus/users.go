@@ -55,7 +55,7 @@ func (s *Server) AddUser(name, password string) *User {
 	u := &User{t: s.t, srv: s, name: name, password: password}
 	helper := mailbox.NewSession(u.dialHelper)
 	s.t.Cleanup(helper.Close)
-	u.withHelper = helper.Owner(s.in.sup.Run, errStopped)
+	u.withHelper = helper.Owner(s.in.Run, errStopped)
 	u.Helpers = mailbox.NewHelpers(s.t, "cyrus: user "+name, u.withHelper)
 	if err := u.withHelper(func(*imapclient.Client) error { return nil }); err != nil {
 		s.t.Fatalf("cyrus: add user %q: first login: %v", name, err)

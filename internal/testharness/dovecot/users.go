@@ -59,7 +59,7 @@ func (s *Server) AddUser(name, password string) *User {
 	u.t, u.srv = s.t, s
 	helper := mailbox.NewSession(func() (*imapclient.Client, func(), error) { return s.in.dialHelper(name) })
 	s.t.Cleanup(helper.Close)
-	u.withHelper = helper.Owner(s.in.sup.Run, errStopped)
+	u.withHelper = helper.Owner(s.in.Run, errStopped)
 	u.Helpers = mailbox.NewHelpers(s.t, "dovecot: user "+name, u.withHelper)
 	return u
 }
