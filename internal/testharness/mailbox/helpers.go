@@ -9,11 +9,12 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 )
 
-// Helpers are the operations of an Owner for a test: each fails the test
-// on any error, naming the user and the step, and otherwise returns what
-// the operation returns. A server harness's User embeds them and declares
-// again, with its own documentation, those its server does differently;
-// they add no command and no retry of their own.
+// Helpers are the operations of an Owner for a test: each is the Owner
+// method of its name, documented there, but fails the test on any error,
+// naming the user and the step, and otherwise returns what the operation
+// returns. They add no command and no retry of their own. A server
+// harness's User embeds them and declares again, with its own
+// documentation, those its server does differently.
 //
 // They report failures with t.Fatal, so they must be called from the
 // test's goroutine.
@@ -39,9 +40,8 @@ func (h Helpers) Check(err error, format string, args ...any) {
 	}
 }
 
-// Append appends raw to folder with the given INTERNALDATE (the zero time
-// means the server's clock) and flags, and returns the UID the server
-// assigned (APPENDUID).
+// Append is Owner.Append: it returns the UID the server assigned to raw
+// in folder (APPENDUID).
 func (h Helpers) Append(folder string, raw []byte, internalDate time.Time, flags ...imap.Flag) imap.UID {
 	h.t.Helper()
 	uid, err := h.owner.Append(folder, raw, internalDate, flags...)
@@ -49,37 +49,35 @@ func (h Helpers) Append(folder string, raw []byte, internalDate time.Time, flags
 	return uid
 }
 
-// SetFlags adds the flags add and then removes the flags remove on message
-// uid in folder (UID STORE +FLAGS.SILENT / -FLAGS.SILENT). Either may be
-// empty.
+// SetFlags is Owner.SetFlags: it adds the flags add and then removes the
+// flags remove on message uid in folder.
 func (h Helpers) SetFlags(folder string, uid imap.UID, add, remove []imap.Flag) {
 	h.t.Helper()
 	h.Check(h.owner.SetFlags(folder, uid, add, remove), "set flags of UID %d in %q", uid, folder)
 }
 
-// Expunge marks the messages uids in folder \Deleted and expunges exactly
-// those (UID EXPUNGE), leaving other \Deleted messages alone.
+// Expunge is Owner.Expunge: it expunges exactly the messages uids in
+// folder.
 func (h Helpers) Expunge(folder string, uids ...imap.UID) {
 	h.t.Helper()
 	h.Check(h.owner.Expunge(folder, uids...), "expunge %v from %q", uids, folder)
 }
 
-// CreateFolder creates folder, and any missing parents, with a new
-// UIDVALIDITY.
+// CreateFolder is Owner.CreateFolder: it creates folder, and any missing
+// parents, with a new UIDVALIDITY.
 func (h Helpers) CreateFolder(folder string) {
 	h.t.Helper()
 	h.Check(h.owner.CreateFolder(folder), "create %q", folder)
 }
 
-// DeleteFolder deletes folder.
+// DeleteFolder is Owner.DeleteFolder: it deletes folder.
 func (h Helpers) DeleteFolder(folder string) {
 	h.t.Helper()
 	h.Check(h.owner.DeleteFolder(folder), "delete %q", folder)
 }
 
-// RecreateFolder deletes folder and creates it again, empty, and returns
-// its new UIDVALIDITY, which differs from the old one (the test fails
-// otherwise).
+// RecreateFolder is Owner.RecreateFolder: it deletes folder and creates
+// it again, empty, and returns its new UIDVALIDITY.
 func (h Helpers) RecreateFolder(folder string) uint32 {
 	h.t.Helper()
 	uidValidity, err := h.owner.RecreateFolder(folder)
@@ -87,7 +85,7 @@ func (h Helpers) RecreateFolder(folder string) uint32 {
 	return uidValidity
 }
 
-// UIDValidity returns folder's UIDVALIDITY (STATUS).
+// UIDValidity is Owner.UIDValidity: folder's UIDVALIDITY (STATUS).
 func (h Helpers) UIDValidity(folder string) uint32 {
 	h.t.Helper()
 	uidValidity, err := h.owner.UIDValidity(folder)
@@ -95,7 +93,7 @@ func (h Helpers) UIDValidity(folder string) uint32 {
 	return uidValidity
 }
 
-// UIDNext returns folder's UIDNEXT (STATUS).
+// UIDNext is Owner.UIDNext: folder's UIDNEXT (STATUS).
 func (h Helpers) UIDNext(folder string) imap.UID {
 	h.t.Helper()
 	uidNext, err := h.owner.UIDNext(folder)
@@ -103,7 +101,7 @@ func (h Helpers) UIDNext(folder string) imap.UID {
 	return uidNext
 }
 
-// HighestModSeq returns folder's HIGHESTMODSEQ (STATUS).
+// HighestModSeq is Owner.HighestModSeq: folder's HIGHESTMODSEQ (STATUS).
 func (h Helpers) HighestModSeq(folder string) uint64 {
 	h.t.Helper()
 	modSeq, err := h.owner.HighestModSeq(folder)
@@ -111,8 +109,7 @@ func (h Helpers) HighestModSeq(folder string) uint64 {
 	return modSeq
 }
 
-// UIDs returns the UIDs of all messages in folder, ascending (EXAMINE, UID
-// SEARCH ALL).
+// UIDs is Owner.UIDs: the UIDs of all messages in folder, ascending.
 func (h Helpers) UIDs(folder string) []imap.UID {
 	h.t.Helper()
 	uids, err := h.owner.UIDs(folder)
@@ -120,10 +117,8 @@ func (h Helpers) UIDs(folder string) []imap.UID {
 	return uids
 }
 
-// Flags returns the flags message uid in folder has on the server, read
-// with EXAMINE and UID FETCH FLAGS so that reading changes nothing. The
-// per-session \Recent flag is left out. It fails the test if there is no
-// such message.
+// Flags is Owner.Flags: the flags message uid in folder has on the
+// server, without \Recent, read so that reading changes nothing.
 func (h Helpers) Flags(folder string, uid imap.UID) []imap.Flag {
 	h.t.Helper()
 	flags, err := h.owner.Flags(folder, uid)
@@ -131,9 +126,8 @@ func (h Helpers) Flags(folder string, uid imap.UID) []imap.Flag {
 	return flags
 }
 
-// Message returns message uid in folder as the server holds it: UID,
-// flags (without \Recent), INTERNALDATE, RFC822.SIZE, envelope and the full
-// raw message, fetched with BODY.PEEK[] so \Seen is not set.
+// Message is Owner.Message: message uid in folder as the server holds
+// it, read with BODY.PEEK[] so \Seen is not set.
 func (h Helpers) Message(folder string, uid imap.UID) *imapclient.FetchMessageBuffer {
 	h.t.Helper()
 	msg, err := h.owner.Message(folder, uid)
