@@ -21,9 +21,7 @@ const helperID = "mailfathom-testharness"
 func (u *User) Dial() *imapclient.Client {
 	u.t.Helper()
 	c, err := mailbox.DialTLS(u.srv.TLSAddr(), u.srv.TLSConfig(), u.name, u.password)
-	if err != nil {
-		u.t.Fatalf("cyrus: user %s: dial: %v", u.name, err)
-	}
+	u.Check(err, "dial")
 	u.t.Cleanup(func() { mailbox.Close(c) })
 	return c
 }

@@ -24,9 +24,7 @@ import (
 func (u *User) Dial() *imapclient.Client {
 	u.t.Helper()
 	c, err := u.DialTLS()
-	if err != nil {
-		u.t.Fatalf("dovecot: user %s: dial: %v", u.name, err)
-	}
+	u.Check(err, "dial")
 	u.t.Cleanup(func() { mailbox.Close(c) })
 	return c
 }
