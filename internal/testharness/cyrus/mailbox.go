@@ -12,7 +12,7 @@ import (
 // and UNSELECT it afterwards, so the helper session never stays in a
 // mailbox between calls. Cyrus reports the per-session \Recent flag in
 // FLAGS; Flags and Message leave it out. Below are those Cyrus treats
-// differently.
+// differently, with the Try forms of two of them.
 
 // Append appends raw to folder with the given INTERNALDATE (the zero time
 // means the server's clock) and flags, and returns the UID the server
