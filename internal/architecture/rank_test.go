@@ -49,6 +49,7 @@ var layers = [][]string{
 // harnessLayers ranks the test harness the same way, beside the product:
 // product packages never import it (TestProductImportsNoHarness).
 var harnessLayers = [][]string{
+	{"internal/testharness/loopback"},
 	{"internal/testharness/capture", "internal/testharness/dbassert", "internal/testharness/embedtest",
 		"internal/testharness/faultproxy", "internal/testharness/imapscript", "internal/testharness/mailbox",
 		"internal/testharness/mailbox/mailboxtest", "internal/testharness/mailgen", "internal/testharness/nocopyuid",

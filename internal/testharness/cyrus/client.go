@@ -21,9 +21,7 @@ const helperID = "mailfathom-testharness"
 func (u *User) Dial() *imapclient.Client {
 	u.t.Helper()
 	c, err := mailbox.DialTLS(u.srv.TLSAddr(), u.srv.TLSConfig(), u.name, u.password)
-	if err != nil {
-		u.t.Fatalf("cyrus: user %s: dial: %v", u.name, err)
-	}
+	u.Check(err, "dial")
 	u.t.Cleanup(func() { mailbox.Close(c) })
 	return c
 }
@@ -45,14 +43,4 @@ func (u *User) dialHelper() (*imapclient.Client, func(), error) {
 		return nil, nil, fmt.Errorf("ID: %w", err)
 	}
 	return c, func() { mailbox.Close(c) }, nil
-}
-
-// withHelper runs f with u's helper session, starting one first when
-// there is none, when it ended, or when the server restarted since.
-func (u *User) withHelper(f func(c *imapclient.Client) error) error {
-	run, running := u.srv.in.sup.Run()
-	if !running {
-		return errStopped
-	}
-	return u.helper.Do(run, f)
 }

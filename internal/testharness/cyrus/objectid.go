@@ -23,7 +23,7 @@ var (
 func (u *User) EmailIDs(folder string) map[imap.UID]string {
 	u.t.Helper()
 	ids, err := u.emailIDs(folder)
-	u.check(err, "fetch EMAILID in %q", folder)
+	u.Check(err, "fetch EMAILID in %q", folder)
 	return ids
 }
 

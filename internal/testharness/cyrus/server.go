@@ -36,17 +36,15 @@ type Server struct {
 // instance is one Cyrus configuration and data directory, possibly shared
 // by several Server values.
 type instance struct {
+	// Instance runs master; its runs tell helper sessions of an earlier
+	// run, which are stale.
+	serverproc.Instance
 	params configParams
 	ca     *testca.Bundle
-	shared bool
 	// pickAddrs picks the listeners' addresses of a first start:
 	// serverproc.FreeAddrs, or a test's stand-in playing another process
 	// that takes a port first.
 	pickAddrs func(hosts ...string) ([]string, error)
-
-	// sup runs master; its runs tell helper sessions of an earlier run,
-	// which are stale.
-	sup serverproc.Supervisor
 
 	mu    sync.Mutex // guards params, which a start writes, and users
 	users map[string]bool
@@ -69,12 +67,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatalf("cyrus: %v", err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("cyrus master output (%s):\n%s", in.params.logFile(), in.logTail(40))
-		}
-		in.close()
-	})
+	in.CloseAfter(t)
 	return &Server{t: t, in: in}
 }
 
@@ -95,10 +88,12 @@ func newInstance(logf func(string, ...any), o options) (*instance, error) {
 	if ca == nil {
 		ca = testca.New()
 	}
+	p := configParams{dir: dir, id: id, inst: inst, opts: o}
 	in := &instance{
+		Instance:  serverproc.Instance{Name: "cyrus", Dir: dir, LogFile: p.logFile(), LogName: "master output"},
 		ca:        ca,
 		users:     map[string]bool{},
-		params:    configParams{dir: dir, id: id, inst: inst, opts: o},
+		params:    p,
 		pickAddrs: serverproc.FreeAddrs,
 	}
 	if err := in.prepare(); err != nil {
@@ -241,7 +236,7 @@ func (in *instance) chown(path string) error {
 func (in *instance) start(newPorts bool) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.sup.Start(newPorts, func() (*serverproc.Process, error) {
+	return in.Supervisor.Start(newPorts, func() (*serverproc.Process, error) {
 		if newPorts {
 			addrs, err := in.pickAddrs(Host, Host)
 			if err != nil {
@@ -270,20 +265,6 @@ func (in *instance) start(newPorts bool) error {
 		}
 		return nil, fmt.Errorf("%w\nconfiguration: %s\noutput:\n%s", err, in.params.confFile(), serverproc.Tail(output, 30))
 	})
-}
-
-// stop stops master if it runs.
-func (in *instance) stop() { in.sup.Stop() }
-
-// close stops master and removes the directory.
-func (in *instance) close() {
-	in.stop()
-	os.RemoveAll(in.params.dir)
-}
-
-// logTail returns the last lines of master's output.
-func (in *instance) logTail(lines int) string {
-	return serverproc.Tail(serverproc.ReadLog(in.params.logFile()), lines)
 }
 
 // For returns a view of s bound to t, typically a subtest of the test that
@@ -344,7 +325,7 @@ func (s *Server) Log() string { return serverproc.ReadLog(s.LogPath()) }
 
 // StartupTime returns how long the last start took, from exec to the first
 // greeting with idled ready.
-func (s *Server) StartupTime() time.Duration { return s.in.sup.StartupTime() }
+func (s *Server) StartupTime() time.Duration { return s.in.StartupTime() }
 
 // Stop stops Cyrus: master ends every process, so clients see their
 // connections close, and new connections are refused until Restart. Users
@@ -352,8 +333,8 @@ func (s *Server) StartupTime() time.Duration { return s.in.sup.StartupTime() }
 // fails the test for a shared server.
 func (s *Server) Stop() {
 	s.t.Helper()
-	s.mustOwn("Stop")
-	s.in.stop()
+	s.in.MustOwn(s.t, "Stop")
+	s.in.Stop()
 }
 
 // Restart stops Cyrus if it runs and starts it again on the same ports with
@@ -362,17 +343,10 @@ func (s *Server) Stop() {
 // replaced on next use. It fails the test for a shared server.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.mustOwn("Restart")
-	s.in.stop()
+	s.in.MustOwn(s.t, "Restart")
+	s.in.Stop()
 	if err := s.in.start(false); err != nil {
 		s.t.Fatalf("cyrus: restart: %v", err)
-	}
-}
-
-func (s *Server) mustOwn(op string) {
-	s.t.Helper()
-	if s.in.shared {
-		s.t.Fatalf("cyrus: %s on the shared server would disturb other tests; use Start", op)
 	}
 }
 

@@ -24,24 +24,12 @@ var shared serverproc.Shared[*instance]
 // If the first start failed, every later call fails with the same error.
 func Shared(t testing.TB) *Server {
 	t.Helper()
-	in, err := shared.Get(func() (*instance, error) {
-		in, err := newInstance(t.Logf, defaultOptions())
-		if err == nil {
-			in.shared = true
-		}
-		return in, err
-	})
-	if err != nil {
-		t.Fatalf("cyrus: shared server: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("shared cyrus master output (%s):\n%s", in.params.logFile(), in.logTail(40))
-		}
+	in := serverproc.UseShared(t, &shared, "cyrus", func() (*instance, error) {
+		return newInstance(t.Logf, defaultOptions())
 	})
 	return &Server{t: t, in: in}
 }
 
 // StopShared stops the shared server, if one was started, and removes its
 // directory. Later calls to Shared start a new one.
-func StopShared() { shared.Stop((*instance).close) }
+func StopShared() { shared.Stop((*instance).Close) }

@@ -28,7 +28,7 @@ func (u *User) Sessions() [][]string {
 	u.t.Helper()
 	dir := filepath.Join(u.srv.in.params.telemetryDir(), u.name)
 	entries, err := os.ReadDir(dir)
-	u.check(err, "read telemetry")
+	u.Check(err, "read telemetry")
 	type session struct {
 		start int64
 		name  string
@@ -37,7 +37,7 @@ func (u *User) Sessions() [][]string {
 	var sessions []session
 	for _, e := range entries {
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		u.check(err, "read telemetry")
+		u.Check(err, "read telemetry")
 		s := session{start: -1, name: e.Name()}
 		fromClient := false
 		for _, line := range strings.Split(string(data), "\n") {

@@ -34,11 +34,12 @@ const usernameChars = "abcdefghijklmnopqrstuvwxyz0123456789-_"
 // The helpers report failures with t.Fatal, so they must be called from the
 // test's goroutine; calls on one User are serialized.
 type User struct {
-	t        testing.TB
-	srv      *Server
-	name     string
-	password string
-	helper   *mailbox.Session
+	mailbox.Helpers
+	t          testing.TB
+	srv        *Server
+	name       string
+	password   string
+	withHelper mailbox.Owner // the helper session, redialled after a restart
 }
 
 // AddUser creates the user name with password, usable for logins at once,
@@ -52,8 +53,10 @@ func (s *Server) AddUser(name, password string) *User {
 		s.t.Fatalf("cyrus: add user %q: %v", name, err)
 	}
 	u := &User{t: s.t, srv: s, name: name, password: password}
-	u.helper = mailbox.NewSession(u.dialHelper)
-	s.t.Cleanup(u.helper.Close)
+	helper := mailbox.NewSession(u.dialHelper)
+	s.t.Cleanup(helper.Close)
+	u.withHelper = helper.Owner(s.in.Run, errStopped)
+	u.Helpers = mailbox.NewHelpers(s.t, "cyrus: user "+name, u.withHelper)
 	if err := u.withHelper(func(*imapclient.Client) error { return nil }); err != nil {
 		s.t.Fatalf("cyrus: add user %q: first login: %v", name, err)
 	}

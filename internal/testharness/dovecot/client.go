@@ -24,9 +24,7 @@ import (
 func (u *User) Dial() *imapclient.Client {
 	u.t.Helper()
 	c, err := u.DialTLS()
-	if err != nil {
-		u.t.Fatalf("dovecot: user %s: dial: %v", u.name, err)
-	}
+	u.Check(err, "dial")
 	u.t.Cleanup(func() { mailbox.Close(c) })
 	return c
 }
@@ -126,16 +124,6 @@ func (h *helperConn) close() {
 		_ = h.cmd.Process.Kill()
 		<-h.exited
 	}
-}
-
-// withHelper runs f with u's helper connection, starting one first when
-// there is none, when it ended, or when the server restarted since.
-func (u *User) withHelper(f func(c *imapclient.Client) error) error {
-	run, running := u.srv.in.sup.Run()
-	if !running {
-		return errStopped
-	}
-	return u.helper.Do(run, f)
 }
 
 // pipeConn is a net.Conn over a pair of pipes, whose os.File deadlines

@@ -60,7 +60,7 @@ const folderChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 func (u *User) SeedMaildir(folder string, msgs []SeedMessage) []imap.UID {
 	u.t.Helper()
 	dir, err := u.maildirPath(folder)
-	u.check(err, "seed %q", folder)
+	u.Check(err, "seed %q", folder)
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -76,11 +76,11 @@ func (u *User) SeedMaildir(folder string, msgs []SeedMessage) []imap.UID {
 		uidNext = data.UIDNext
 		return c.Unselect().Wait()
 	})
-	u.check(err, "seed %q", folder)
+	u.Check(err, "seed %q", folder)
 
 	for i, m := range msgs {
 		err := u.writeSeed(dir, m)
-		u.check(err, "seed %q: message %d", folder, i)
+		u.Check(err, "seed %q: message %d", folder, i)
 	}
 
 	// Dovecot notices new files in cur/ by its mtime; it rescans a cur/
@@ -88,7 +88,7 @@ func (u *User) SeedMaildir(folder string, msgs []SeedMessage) []imap.UID {
 	// do. Retry briefly rather than trust that.
 	var uids []imap.UID
 	for deadline := time.Now().Add(2 * time.Second); ; {
-		err = u.owner().Examine(folder, func(c *imapclient.Client) error {
+		err = u.withHelper.Examine(folder, func(c *imapclient.Client) error {
 			data, err := c.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{{imap.UIDRange{Start: uidNext, Stop: 0}}}}, nil).Wait()
 			if err != nil {
 				return err
@@ -96,7 +96,7 @@ func (u *User) SeedMaildir(folder string, msgs []SeedMessage) []imap.UID {
 			uids = data.AllUIDs()
 			return nil
 		})
-		u.check(err, "seed %q: list new UIDs", folder)
+		u.Check(err, "seed %q: list new UIDs", folder)
 		// UID n:* matches the highest UID even below n; drop that case.
 		uids = slices.DeleteFunc(uids, func(uid imap.UID) bool { return uid < uidNext })
 		if len(uids) >= len(msgs) || time.Now().After(deadline) {

@@ -42,15 +42,13 @@ type Server struct {
 // instance is one Dovecot configuration and data directory, possibly shared
 // by several Server values.
 type instance struct {
+	// Instance runs the master; its runs tell helper connections of an
+	// earlier run, which are stale.
+	serverproc.Instance
 	binary string
 	params configParams
 	conf   string
 	ca     *testca.Bundle
-	shared bool
-
-	// sup runs the master; its runs tell helper connections of an
-	// earlier run, which are stale.
-	sup serverproc.Supervisor
 
 	mu    sync.Mutex // guards params, which a start writes, and users
 	users map[string]bool
@@ -76,14 +74,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatalf("dovecot: %v", err)
 	}
-	s := &Server{t: t, in: in}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("dovecot log tail (%s):\n%s", in.params.logFile(), in.logTail(40))
-		}
-		in.close()
-	})
-	return s
+	in.CloseAfter(t)
+	return &Server{t: t, in: in}
 }
 
 func newInstance(logf func(string, ...any), o options) (*instance, error) {
@@ -105,17 +97,14 @@ func newInstance(logf func(string, ...any), o options) (*instance, error) {
 	if ca == nil {
 		ca = testca.New()
 	}
+	p := configParams{dir: dir, id: id, opts: o, maxUserIPs: maxUserIPConnections}
 	in := &instance{
+		Instance: serverproc.Instance{Name: "dovecot", Dir: dir, LogFile: p.logFile(), LogName: "log tail"},
 		binary:   paths[0],
 		ca:       ca,
 		users:    map[string]bool{},
 		seedBase: time.Now(),
-		params: configParams{
-			dir:        dir,
-			id:         id,
-			opts:       o,
-			maxUserIPs: maxUserIPConnections,
-		},
+		params:   p,
 	}
 	if err := in.prepare(); err != nil {
 		os.RemoveAll(dir)
@@ -166,7 +155,7 @@ func (in *instance) start(newPorts bool) error {
 	if in.params.opts.noSTARTTLS {
 		plainHost = noSTARTTLSHost
 	}
-	return in.sup.Start(newPorts, func() (*serverproc.Process, error) {
+	return in.Supervisor.Start(newPorts, func() (*serverproc.Process, error) {
 		if newPorts {
 			addrs, err := serverproc.FreeAddrs(plainHost, Host)
 			if err != nil {
@@ -196,20 +185,6 @@ func (in *instance) start(newPorts bool) error {
 		}
 		return nil, fmt.Errorf("%w\nconfiguration: %s\noutput:\n%s\nlog:\n%s", err, in.conf, serverproc.Tail(output, 30), serverproc.Tail(logText, 30))
 	})
-}
-
-// stop stops the master if it runs.
-func (in *instance) stop() { in.sup.Stop() }
-
-// close stops the master and removes the directory.
-func (in *instance) close() {
-	in.stop()
-	os.RemoveAll(in.params.dir)
-}
-
-// logTail returns the last lines of Dovecot's log.
-func (in *instance) logTail(lines int) string {
-	return serverproc.Tail(serverproc.ReadLog(in.params.logFile()), lines)
 }
 
 // For returns a view of s bound to t, typically a subtest of the test that
@@ -290,7 +265,7 @@ func (s *Server) WaitLog(substr string, timeout time.Duration) string {
 
 // StartupTime returns how long the last start took, from exec to the first
 // capability greeting.
-func (s *Server) StartupTime() time.Duration { return s.in.sup.StartupTime() }
+func (s *Server) StartupTime() time.Duration { return s.in.StartupTime() }
 
 // Stop stops Dovecot: every process gets SIGTERM, so clients see
 // "* BYE Server shutting down." and the connection close, and new
@@ -299,8 +274,8 @@ func (s *Server) StartupTime() time.Duration { return s.in.sup.StartupTime() }
 // server.
 func (s *Server) Stop() {
 	s.t.Helper()
-	s.mustOwn("Stop")
-	s.in.stop()
+	s.in.MustOwn(s.t, "Stop")
+	s.in.Stop()
 }
 
 // Restart stops Dovecot if it runs and starts it again on the same ports
@@ -309,8 +284,8 @@ func (s *Server) Stop() {
 // replaced on next use. It fails the test for a shared server.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.mustOwn("Restart")
-	s.in.stop()
+	s.in.MustOwn(s.t, "Restart")
+	s.in.Stop()
 	if err := s.in.start(false); err != nil {
 		s.t.Fatalf("dovecot: restart: %v", err)
 	}
@@ -324,8 +299,8 @@ func (s *Server) Restart() {
 // the test for a shared server.
 func (s *Server) RestartWith(opts ...Option) {
 	s.t.Helper()
-	s.mustOwn("RestartWith")
-	s.in.stop()
+	s.in.MustOwn(s.t, "RestartWith")
+	s.in.Stop()
 	s.in.mu.Lock()
 	for _, opt := range opts {
 		opt(&s.in.params.opts)
@@ -333,13 +308,6 @@ func (s *Server) RestartWith(opts ...Option) {
 	s.in.mu.Unlock()
 	if err := s.in.start(false); err != nil {
 		s.t.Fatalf("dovecot: restart: %v", err)
-	}
-}
-
-func (s *Server) mustOwn(op string) {
-	s.t.Helper()
-	if s.in.shared {
-		s.t.Fatalf("dovecot: %s on the shared server would disturb other tests; use Start", op)
 	}
 }
 

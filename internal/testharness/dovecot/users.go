@@ -36,12 +36,13 @@ const usernameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 // The helpers report failures with t.Fatal, so they must be called from the
 // test's goroutine; calls on one User are serialized.
 type User struct {
-	t        testing.TB
-	srv      *Server
-	name     string
-	password string
-	home     string
-	helper   *mailbox.Session
+	mailbox.Helpers
+	t          testing.TB
+	srv        *Server
+	name       string
+	password   string
+	home       string
+	withHelper mailbox.Owner // the helper connection, redialled after a restart
 }
 
 // AddUser creates the user name with password and an empty mailbox, usable
@@ -56,8 +57,10 @@ func (s *Server) AddUser(name, password string) *User {
 		s.t.Fatalf("dovecot: add user %q: %v", name, err)
 	}
 	u.t, u.srv = s.t, s
-	u.helper = mailbox.NewSession(func() (*imapclient.Client, func(), error) { return s.in.dialHelper(name) })
-	s.t.Cleanup(u.helper.Close)
+	helper := mailbox.NewSession(func() (*imapclient.Client, func(), error) { return s.in.dialHelper(name) })
+	s.t.Cleanup(helper.Close)
+	u.withHelper = helper.Owner(s.in.Run, errStopped)
+	u.Helpers = mailbox.NewHelpers(s.t, "dovecot: user "+name, u.withHelper)
 	return u
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/emersion/go-imap/v2"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
+	"github.com/mailfathom/mailfathom/internal/testharness/loopback"
 )
 
 // AllMail is the folder that shows every message, whatever its labels.
@@ -30,16 +31,14 @@ type Server struct {
 	t    testing.TB
 	dv   *dovecot.Server
 	user *dovecot.User
-	ln   net.Listener
+	ln   *loopback.Listener
 
 	mu       sync.Mutex
 	next     uint64
 	byPlace  map[place]*Message
 	folders  map[string]bool // the folders created for labels
 	validity map[string]uint32
-	conns    map[net.Conn]bool
 	sessions atomic.Int64
-	wg       sync.WaitGroup
 }
 
 // place is one occurrence of a message: a folder's UID under its
@@ -76,76 +75,39 @@ func Start(t testing.TB) *Server {
 		byPlace:  map[place]*Message{},
 		folders:  map[string]bool{},
 		validity: map[string]uint32{},
-		conns:    map[net.Conn]bool{},
 	}
 	s.user.CreateFolder(AllMail)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("gmailtest: listen: %v", err)
-	}
-	s.ln = ln
-	s.wg.Add(1)
-	go s.accept()
-	t.Cleanup(s.close)
+	s.ln = loopback.Listen(t, "gmailtest")
+	s.ln.Serve(s.serve)
 	return s
 }
 
-func (s *Server) accept() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.DialTimeout("tcp", s.dv.Addr(), 10*time.Second)
-		if err != nil {
-			s.t.Logf("gmailtest: dial Dovecot: %v", err)
-			_ = c.Close()
-			continue
-		}
-		s.mu.Lock()
-		s.conns[c], s.conns[up] = true, true
-		s.mu.Unlock()
-		s.sessions.Add(1)
-		f := &filter{s: s, pending: map[string]bool{}}
-		s.wg.Add(2)
-		go func() {
-			defer s.wg.Done()
-			f.clientToServer(c, up)
-			s.drop(c, up)
-		}()
-		go func() {
-			defer s.wg.Done()
-			f.serverToClient(up, c)
-			s.drop(c, up)
-		}()
+// serve passes the client's connection c through a filter of its own to
+// a connection of its own to Dovecot, until either closes.
+func (s *Server) serve(c net.Conn) {
+	up, err := net.DialTimeout("tcp", s.dv.Addr(), 10*time.Second)
+	if err != nil {
+		s.t.Logf("gmailtest: dial Dovecot: %v", err)
+		return
 	}
-}
-
-func (s *Server) drop(cs ...net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range cs {
-		_ = c.Close()
-		delete(s.conns, c)
+	if !s.ln.Track(up) {
+		return
 	}
-}
-
-func (s *Server) close() {
-	_ = s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		_ = c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
+	s.sessions.Add(1)
+	f := &filter{s: s, pending: map[string]bool{}}
+	s.ln.Go(func() {
+		f.clientToServer(c, up)
+		s.ln.Drop(c, up)
+	})
+	f.serverToClient(up, c)
+	s.ln.Drop(c, up)
 }
 
 // Host and Port are the filter's address: plain IMAP, no STARTTLS.
-func (s *Server) Host() string { return "127.0.0.1" }
+func (s *Server) Host() string { return loopback.Host }
 
 // Port is the filter's port.
-func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+func (s *Server) Port() int { return s.ln.Port() }
 
 // User is the mailbox's owner on Dovecot, for what the harness reads or
 // changes outside the filter.

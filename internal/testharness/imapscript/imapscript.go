@@ -38,6 +38,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/loopback"
 )
 
 // Capabilities is what the canned scripts greet with: every mechanism they
@@ -49,13 +51,11 @@ type Script func(c *Conn)
 
 // Server is a scripted IMAP server on a loopback port.
 type Server struct {
-	ln     net.Listener
+	ln     *loopback.Listener
 	script Script
 	conns  atomic.Int64
-	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	open  map[net.Conn]bool
 	mechs []string
 }
 
@@ -63,62 +63,24 @@ type Server struct {
 // connection until the test ends.
 func Start(t testing.TB, script Script) *Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("imapscript: listen: %v", err)
-	}
-	s := &Server{ln: ln, script: script, open: map[net.Conn]bool{}}
-	s.wg.Add(1)
-	go s.accept()
-	t.Cleanup(s.close)
+	s := &Server{ln: loopback.Listen(t, "imapscript"), script: script}
+	s.ln.Serve(func(nc net.Conn) {
+		s.conns.Add(1)
+		// A script never waits longer than a test would.
+		_ = nc.SetDeadline(time.Now().Add(time.Minute))
+		s.script(&Conn{srv: s, nc: nc, br: bufio.NewReader(nc)})
+	})
 	return s
 }
 
-func (s *Server) accept() {
-	defer s.wg.Done()
-	for {
-		nc, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.conns.Add(1)
-		s.mu.Lock()
-		s.open[nc] = true
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() {
-				_ = nc.Close()
-				s.mu.Lock()
-				delete(s.open, nc)
-				s.mu.Unlock()
-			}()
-			// A script never waits longer than a test would.
-			_ = nc.SetDeadline(time.Now().Add(time.Minute))
-			s.script(&Conn{srv: s, nc: nc, br: bufio.NewReader(nc)})
-		}()
-	}
-}
-
-func (s *Server) close() {
-	_ = s.ln.Close()
-	s.mu.Lock()
-	for nc := range s.open {
-		_ = nc.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-}
-
 // Addr is the listener's address, "127.0.0.1:port".
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+func (s *Server) Addr() string { return s.ln.Addr() }
 
 // Host is "127.0.0.1".
-func (s *Server) Host() string { return "127.0.0.1" }
+func (s *Server) Host() string { return loopback.Host }
 
 // Port is the listener's port.
-func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+func (s *Server) Port() int { return s.ln.Port() }
 
 // PortText is Port in decimal, for an environment variable.
 func (s *Server) PortText() string { return strconv.Itoa(s.Port()) }

@@ -4,12 +4,12 @@
 // folders, and read STATUS, UIDs, flags and whole messages; and the
 // owner's long-lived session those operations run on.
 //
-// The server harnesses (package dovecot, package cyrus) wrap the
-// operations in their User's methods, which fail the test and document
-// what their server does differently; how a harness opens the owner's
-// session is its own (Dovecot's `doveadm exec imap`, Cyrus's LOGIN on the
-// plain listener). A further test server package reaches its users'
-// mailboxes through the same Owner.
+// The server harnesses (package dovecot, package cyrus) give their User
+// the operations as Helpers, which fail the test, and declare again, with
+// their own documentation, those their server does differently. How a
+// harness opens the owner's session is its own (Dovecot's `doveadm exec
+// imap`, Cyrus's LOGIN on the plain listener). A further test server
+// package reaches its users' mailboxes through the same Owner.
 //
 // The operations read with EXAMINE, UID FETCH with BODY.PEEK and STATUS,
 // so reading changes nothing. One that needs a folder selects it only for

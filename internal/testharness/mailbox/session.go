@@ -38,8 +38,8 @@ func NewSession(dial func() (c *imapclient.Client, end func(), err error)) *Sess
 
 // Do runs f with the session's client, dialling one first when there is
 // none, when the one there has ended, or when it was dialled in another
-// run of the server than run. It returns dial's error or f's. A harness's
-// Owner is a function that calls Do with the server's current run.
+// run of the server than run. It returns dial's error or f's. Owner calls
+// it with the server's current run.
 func (s *Session) Do(run uint64, f func(c *imapclient.Client) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -63,6 +63,19 @@ func (s *Session) Do(run uint64, f func(c *imapclient.Client) error) error {
 		s.client, s.end, s.run = c, end, run
 	}
 	return f(s.client)
+}
+
+// Owner returns the Owner that runs each operation with Do in the
+// server's current run, as current reports it, and returns stopped
+// instead, dialling nothing, while current says the server does not run.
+func (s *Session) Owner(current func() (run uint64, running bool), stopped error) Owner {
+	return func(f func(c *imapclient.Client) error) error {
+		run, running := current()
+		if !running {
+			return stopped
+		}
+		return s.Do(run, f)
+	}
 }
 
 // Close ends the session's client, if any; a later Do dials again.

@@ -28,6 +28,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mailfathom/mailfathom/internal/testharness/loopback"
 )
 
 // Capabilities is a capability list for dovecot.WithCapability: a server
@@ -164,81 +166,42 @@ func literalAt(line []byte) (int64, bool) {
 // through the filter, from the server at its target.
 type Proxy struct {
 	Filter
-	ln     net.Listener
+	ln     *loopback.Listener
 	target string
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	open     map[net.Conn]bool
-	stopping bool
 }
 
 // Start listens on a free loopback port and proxies to target (host:port
 // of a server's plain listener) until the test ends.
 func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("nocopyuid: listen: %v", err)
-	}
-	p := &Proxy{ln: ln, target: target, open: map[net.Conn]bool{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.stop)
+	p := &Proxy{ln: loopback.Listen(t, "nocopyuid"), target: target}
+	p.ln.Serve(p.serve)
 	return p
 }
 
 // Addr is the listener's address, "127.0.0.1:port".
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr() }
 
 // Host is "127.0.0.1".
-func (p *Proxy) Host() string { return "127.0.0.1" }
+func (p *Proxy) Host() string { return loopback.Host }
 
 // Port is the listener's port.
-func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+func (p *Proxy) Port() int { return p.ln.Port() }
 
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = client.Close()
-			continue
-		}
-		if !p.track(client, server) {
-			return
-		}
-		p.wg.Add(2)
-		go p.pipe(client, client, server)
-		go p.pipe(server, p.wrap(server), client)
+// serve connects client to the target, its answers filtered, until
+// either end closes.
+func (p *Proxy) serve(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil || !p.ln.Track(server) {
+		return
 	}
-}
-
-// track records an accepted pair so stop can close it, and reports false
-// once the proxy is stopping.
-func (p *Proxy) track(conns ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopping {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		return false
-	}
-	for _, c := range conns {
-		p.open[c] = true
-	}
-	return true
+	p.ln.Go(func() { p.pipe(client, client, server) })
+	p.pipe(server, p.wrap(server), client)
 }
 
 // pipe copies from src to dst until either end closes, then closes both
 // ends of the pair (from is src's connection).
 func (p *Proxy) pipe(from net.Conn, src interface{ Read([]byte) (int, error) }, dst net.Conn) {
-	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -251,21 +214,5 @@ func (p *Proxy) pipe(from net.Conn, src interface{ Read([]byte) (int, error) }, 
 			break
 		}
 	}
-	p.mu.Lock()
-	for _, c := range []net.Conn{from, dst} {
-		_ = c.Close()
-		delete(p.open, c)
-	}
-	p.mu.Unlock()
-}
-
-func (p *Proxy) stop() {
-	_ = p.ln.Close()
-	p.mu.Lock()
-	p.stopping = true
-	for c := range p.open {
-		_ = c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	p.ln.Drop(from, dst)
 }

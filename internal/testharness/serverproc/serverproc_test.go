@@ -3,6 +3,7 @@ package serverproc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -169,4 +170,47 @@ func TestSharedStartsOnceAndAgainAfterStop(t *testing.T) {
 	n, err := shared.Get(start)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
+}
+
+// fatalRecorder records the message of a Fatalf instead of ending the
+// test, for checks of what fails a test.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.msg = fmt.Sprintf(format, args...) }
+
+// TestInstanceSharedOrOwned: an instance from UseShared is started once
+// and refuses what would disturb the tests that share it; one a test
+// owns may be stopped, and is closed, its directory removed, when that
+// test ends.
+func TestInstanceSharedOrOwned(t *testing.T) {
+	t.Parallel()
+	type server struct{ serverproc.Instance }
+	var shared serverproc.Shared[*server]
+	starts := 0
+	start := func() (*server, error) {
+		starts++
+		return &server{serverproc.Instance{Name: "test"}}, nil
+	}
+	in := serverproc.UseShared(t, &shared, "test", start)
+	require.Same(t, in, serverproc.UseShared(t, &shared, "test", start))
+	require.Equal(t, 1, starts)
+	r := &fatalRecorder{TB: t}
+	in.MustOwn(r, "Stop")
+	require.Equal(t, "test: Stop on the shared server would disturb other tests; use Start", r.msg)
+
+	dir := filepath.Join(t.TempDir(), "instance")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	owned := &server{serverproc.Instance{Name: "test", Dir: dir}}
+	t.Run("owner", func(t *testing.T) {
+		owned.CloseAfter(t)
+		r := &fatalRecorder{TB: t}
+		owned.MustOwn(r, "Stop")
+		require.Empty(t, r.msg)
+	})
+	require.NoDirExists(t, dir)
 }
