@@ -18,6 +18,7 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/poll"
 	"github.com/mailfathom/mailfathom/internal/testharness/wiretap"
 )
 
@@ -681,7 +682,13 @@ func TestReconcileSecurityModes(t *testing.T) {
 				sent := strings.Join(c.lines(false), "\n")
 				require.Equal(t, sec == imapx.None, strings.Contains(sent, "UID FETCH"), "clear text")
 			}
-			require.Equal(t, 2, strings.Count(b.srv.Log(), "Login: user=<"+b.user.Name()+">"))
+			// Dovecot's log process writes the lines a moment after the
+			// logins they record.
+			login := "Login: user=<" + b.user.Name() + ">"
+			poll.UntilTrue(t, dovecot.LogWait, "Dovecot logs both logins", func() bool {
+				return strings.Count(b.srv.Log(), login) >= 2
+			})
+			require.Equal(t, 2, strings.Count(b.srv.Log(), login))
 		})
 	}
 }

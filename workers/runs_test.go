@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
@@ -226,9 +227,22 @@ func TestStartSchedulingSurvivesADeadlock(t *testing.T) {
 	deps := b.deps(t)
 	b.stop()
 
+	// PostgreSQL rolls back the transaction of the session that looks for
+	// the deadlock first, each looking once, a deadlock timeout after it
+	// began to wait. The start's session looks after 5 s, so the other
+	// transaction's request, made long before that, closes the cycle
+	// first; the other's session would look only after a minute.
+	cfg := b.pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["deadlock_timeout"] = "5s"
+	startPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer startPool.Close()
+	deps.Pool = startPool
+
 	other, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = other.Rollback(ctx) }()
+	dbassert.PostponeDeadlockCheck(t, other, time.Minute)
 	dbassert.SetRunFailures(t, other, "primary", 1, false)
 
 	done := make(chan error, 1)

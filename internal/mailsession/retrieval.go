@@ -70,30 +70,7 @@ func (s *Session) FetchIdentities(ctx context.Context, uids []uint32) (map[uint3
 // An error from fn ends the operation at once and is returned as is: it is
 // the caller's, so the pipeline does not repeat it.
 func (s *Session) FetchBodies(ctx context.Context, uids []uint32, maxBytes int64, fn func(imapx.Body) error) error {
-	accepted := make(map[uint32]bool, len(uids))
-	var callerErr error
-	err := s.retrieve(ctx, func(ctx context.Context, rs *imapx.ReadSession) error {
-		remaining := make([]uint32, 0, len(uids)-len(accepted))
-		for _, u := range uids {
-			if !accepted[u] {
-				remaining = append(remaining, u)
-			}
-		}
-		return rs.FetchBodies(ctx, remaining, maxBytes, func(b imapx.Body) error {
-			if accepted[b.UID] {
-				return nil
-			}
-			if err := fn(b); err != nil {
-				callerErr = err
-				return &callerFailure{err: err}
-			}
-			accepted[b.UID] = true
-			return nil
-		})
-	})
-	if callerErr != nil {
-		return callerErr
-	}
+	_, _, err := s.FetchBodiesThenMetadata(ctx, uids, maxBytes, fn, nil)
 	return err
 }
 

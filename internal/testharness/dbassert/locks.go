@@ -2,7 +2,9 @@ package dbassert
 
 import (
 	"context"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -61,4 +63,18 @@ func ReadHeldAdvisoryLocks(ctx context.Context, q Querier) ([]AdvisoryLock, erro
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[AdvisoryLock])
+}
+
+// PostponeDeadlockCheck sets, for the rest of the transaction tx, how
+// long its session waits for a lock before PostgreSQL looks for a
+// deadlock (deadlock_timeout, 1 s by default). PostgreSQL looks once per
+// wait, in the waiting session whose time comes first, and rolls that
+// session's transaction back: a test that must know which of two
+// transactions in a cycle is rolled back gives the other a longer one.
+func PostponeDeadlockCheck(tb testing.TB, tx pgx.Tx, d time.Duration) {
+	tb.Helper()
+	if _, err := tx.Exec(context.Background(), `SELECT set_config('deadlock_timeout', $1, true)`,
+		strconv.FormatInt(d.Milliseconds(), 10)+"ms"); err != nil {
+		tb.Fatalf("dbassert: set the deadlock timeout: %v", err)
+	}
 }
