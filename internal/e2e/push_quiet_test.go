@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailfathom/mailfathom/internal/testharness/dbassert"
@@ -145,10 +146,13 @@ func TestPushWatchesWhatTheLatestRunResolved(t *testing.T) {
 		return string(out)
 	}
 	var out string
-	// The restart comes within a minute of the last run, so the account's
-	// run waits out that minute before it lists the folders again.
-	// Asked once a second: each look runs the status command.
+	// The restart comes within a minute of the last run, so the start
+	// schedules the account's run to wait out that minute before it lists
+	// the folders again; each look makes it due now instead, as an
+	// operator's retry in River UI would. Asked once a second: each look
+	// runs the status command.
 	poll.Every(t, time.Second, 90*time.Second, "status shows INBOX pushed and LISTS unresolved", func() bool {
+		dbassert.MakeJobsDue(t, b.pool, "account_run", rivertype.JobStateScheduled)
 		out = status()
 		return strings.Contains(out, "pushed/INBOX") && lineOf(out, "pushed/INBOX", "Push") && lineOf(out, "pushed/LISTS", "unresolved: FolderAliasUnresolved")
 	}, func() string { return "\n" + out + "\n" + tailLines(p.rawLog(), 30) })
