@@ -3,13 +3,9 @@ package imapx_test
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"errors"
-	"net"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,74 +14,6 @@ import (
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 )
-
-// flightWatch wraps a plaintext connection and records, for every UID
-// FETCH the client sent, how many UID FETCH commands had been sent when
-// the server's tagged answer to it arrived: above the command's own
-// position, the next one was in flight beside it.
-type flightWatch struct {
-	mu       sync.Mutex
-	sent     []string       // the UID FETCH command lines, in order
-	answered map[string]int // tag → len(sent) when its tagged answer arrived
-	tail     string         // the end of what the server sent, for answers split across reads
-}
-
-var fetchLine = regexp.MustCompile(`(?m)^(\S+) UID FETCH .*$`)
-
-func (f *flightWatch) dial(target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, target)
-		if err != nil {
-			return nil, err
-		}
-		return &flightConn{Conn: c, f: f}, nil
-	}
-}
-
-type flightConn struct {
-	net.Conn
-	f *flightWatch
-}
-
-func (c *flightConn) Write(p []byte) (int, error) {
-	c.f.mu.Lock()
-	c.f.sent = append(c.f.sent, fetchLine.FindAllString(strings.ReplaceAll(string(p), "\r", ""), -1)...)
-	c.f.mu.Unlock()
-	return c.Conn.Write(p)
-}
-
-func (c *flightConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.f.mu.Lock()
-	defer c.f.mu.Unlock()
-	window := c.f.tail + string(p[:n])
-	for _, line := range c.f.sent {
-		tag := strings.Fields(line)[0]
-		if _, done := c.f.answered[tag]; !done && strings.Contains(window, "\n"+tag+" OK") {
-			c.f.answered[tag] = len(c.f.sent)
-		}
-	}
-	c.f.tail = window[max(0, len(window)-64):]
-	return n, err
-}
-
-// answeredWith returns how many UID FETCH commands were sent when the
-// answer to the one whose line contains item arrived, and that command's
-// position (1-based).
-func (f *flightWatch) answeredWith(t *testing.T, item string) (sentThen, position int) {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i, line := range f.sent {
-		if strings.Contains(line, item) {
-			n, ok := f.answered[strings.Fields(line)[0]]
-			require.True(t, ok, "%q was answered", line)
-			return n, i + 1
-		}
-	}
-	t.Fatalf("no UID FETCH of %s among %q", item, f.sent)
-	return 0, 0
-}
 
 // TestFetchBodiesThenMetadata: the following batch's metadata FETCH is on
 // the wire before the bodies' tagged answer arrives, the bodies come
@@ -96,9 +24,9 @@ func TestFetchBodiesThenMetadata(t *testing.T) {
 	b := setup(t, nil)
 	uids, want := b.seed("INBOX", []int{300_000, 200_000, 250_000, 1_000, 2_000, 3_000, 4_000})
 	batch, next := uids[:3], uids[3:]
-	f := &flightWatch{answered: map[string]int{}}
+	var log wireLog
 	ep := b.endpoint(imapx.None)
-	ep.Dial = f.dial(b.srv.Addr())
+	ep.Dial = log.dial("")
 	s := b.open(ep, imapx.SessionOptions{})
 	_, err := s.Examine(b.ctx, "INBOX")
 	require.NoError(t, err)
@@ -116,8 +44,28 @@ func TestFetchBodiesThenMetadata(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, alone, meta)
 
-	sentThen, position := f.answeredWith(t, "BODY.PEEK[]")
-	require.Greater(t, sentThen, position, "the metadata FETCH was sent before the bodies were answered")
+	log.mu.Lock()
+	conn := log.conns[0]
+	log.mu.Unlock()
+	// sentBeforeBodiesAnswered is what the client had sent when the
+	// answer to its last body FETCH arrived.
+	sentBeforeBodiesAnswered := func() string {
+		var tag string
+		for _, l := range conn.lines(false) {
+			if strings.Contains(l, "BODY.PEEK[]") {
+				tag = strings.Fields(l)[0]
+			}
+		}
+		require.NotEmpty(t, tag)
+		sent := conn.sentWhenReceived(t, "\r\n"+tag+" OK")
+		return sent[strings.LastIndex(sent, "BODY.PEEK[]"):]
+	}
+	require.Contains(t, sentBeforeBodiesAnswered(), "ENVELOPE", "the metadata FETCH was sent before the bodies were answered")
+	// One after the other, the same check finds no metadata FETCH.
+	require.NoError(t, s.FetchBodies(b.ctx, batch, 1<<20, collect(&got)))
+	_, err = s.FetchMetadata(b.ctx, next)
+	require.NoError(t, err)
+	require.NotContains(t, sentBeforeBodiesAnswered(), "ENVELOPE")
 	b.requireUnseen("INBOX", uids...)
 }
 

@@ -49,6 +49,27 @@ type wireLog struct {
 type connLog struct {
 	mu             sync.Mutex
 	sent, received bytes.Buffer
+	// reads marks, for every read, how much had been received and sent
+	// once it was done: the order of the two directions.
+	reads []readMark
+}
+
+type readMark struct{ received, sent int }
+
+// sentWhenReceived returns what the client had sent when s first arrived
+// from the server, or fails t when s never arrived.
+func (c *connLog) sentWhenReceived(t *testing.T, s string) string {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := strings.Index(c.received.String(), s)
+	require.GreaterOrEqual(t, at, 0, "%q was received", s)
+	for _, r := range c.reads {
+		if r.received >= at+len(s) {
+			return c.sent.String()[:r.sent]
+		}
+	}
+	return c.sent.String()
 }
 
 func (l *wireLog) dial(target string) func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -84,6 +105,7 @@ func (c *loggingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.log.mu.Lock()
 	c.log.received.Write(p[:n])
+	c.log.reads = append(c.log.reads, readMark{received: c.log.received.Len(), sent: c.log.sent.Len()})
 	c.log.mu.Unlock()
 	return n, err
 }
