@@ -50,15 +50,6 @@ const (
 	ThrottleTooManyConnections ThrottleReason = wire.ThrottleTooManyConnections
 )
 
-// ThrottleReasons lists every reason, in documentation order.
-func ThrottleReasons() []ThrottleReason {
-	out := make([]ThrottleReason, len(wire.ThrottleReasons))
-	for i, r := range wire.ThrottleReasons {
-		out[i] = ThrottleReason(r)
-	}
-	return out
-}
-
 // MaxSuggestedDelay bounds ThrottledError.Delay: a server suggesting more
 // is read as suggesting this.
 const MaxSuggestedDelay = wire.MaxSuggestedDelay

@@ -41,12 +41,6 @@ const (
 	ThrottleTooManyConnections = "TooManyConnections"
 )
 
-// ThrottleReasons lists every reason, in documentation order.
-var ThrottleReasons = []string{
-	ThrottleUnavailable, ThrottleLimit, ThrottleOverQuota, ThrottleInUse, ThrottleThrottled,
-	ThrottleRequestThrottled, ThrottleBandwidthExceeded, ThrottleTooManyConnections,
-}
-
 // Throttle is what a refusal says about being asked again later. The zero
 // value is an answer that is not a throttling one.
 type Throttle struct {
