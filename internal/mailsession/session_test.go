@@ -23,6 +23,7 @@ import (
 	"github.com/mailfathom/mailfathom/internal/resilience"
 	"github.com/mailfathom/mailfathom/internal/sasl"
 	"github.com/mailfathom/mailfathom/internal/testharness/capture"
+	"github.com/mailfathom/mailfathom/internal/testharness/cyrus"
 	"github.com/mailfathom/mailfathom/internal/testharness/dovecot"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
 	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
@@ -33,6 +34,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	dovecot.StopShared()
+	cyrus.StopShared()
 	os.Exit(code)
 }
 
