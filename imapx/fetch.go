@@ -129,34 +129,42 @@ func (s *ReadSession) FetchMetadata(ctx context.Context, uids []uint32) ([]Messa
 		return nil, nil
 	}
 	start := time.Now()
-	var out []MessageMetadata
+	var a metadataAnswer
 	expungesBefore := s.expungeCount()
-	suspicious := false
 	err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *wire.Watchdog) error {
 		var err error
-		out, suspicious, err = collectMetadata(c.Fetch(uidSet(uids), metadataOptions), w.Resume, len(uids))
+		a, err = collectMetadata(c.Fetch(uidSet(uids), metadataOptions), w.Resume, len(uids))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.settleMetadata(ctx, out, suspicious, expungesBefore, len(uids), start)
+	return s.settleMetadata(ctx, a, expungesBefore, len(uids), start)
 }
 
 // metadataOptions are the items FetchMetadata asks for.
 var metadataOptions = &imap.FetchOptions{UID: true, Flags: true, InternalDate: true, RFC822Size: true, Envelope: true}
 
+// metadataAnswer is what the answers to one metadata FETCH said.
+type metadataAnswer struct {
+	out []MessageMetadata
+	// incomplete are the UIDs whose only answer was a FETCH reporting
+	// their flags alone.
+	incomplete []uint32
+	// suspicious reports an answer that looks like an expunged message's
+	// placeholder.
+	suspicious bool
+}
+
 // collectMetadata reads the answers to cmd, a UID FETCH of
 // metadataOptions for n UIDs, calling progress after each, and consumes
-// the command. suspicious reports
-// an answer that looks like an expunged message's placeholder. An
-// unsolicited FETCH that only reports a UID's new flags, which go-imap
-// hands to the command whose set holds the UID, is not an answer and is
-// left out; a UID answered twice keeps its last answer.
-func collectMetadata(cmd *imapclient.FetchCommand, progress func(), n int) (out []MessageMetadata, suspicious bool, err error) {
+// the command. A server may send a UID's new flags alone, unsolicited,
+// while the command is pending; go-imap hands that FETCH to the command
+// whose set holds the UID and then no other FETCH of the UID, so its
+// real answer never arrives: such a UID is incomplete, not answered.
+func collectMetadata(cmd *imapclient.FetchCommand, progress func(), n int) (metadataAnswer, error) {
 	defer cmd.Close()
-	out = make([]MessageMetadata, 0, n)
-	at := make(map[imap.UID]int, n)
+	a := metadataAnswer{out: make([]MessageMetadata, 0, n)}
 	for {
 		msg := cmd.Next()
 		if msg == nil {
@@ -164,32 +172,42 @@ func collectMetadata(cmd *imapclient.FetchCommand, progress func(), n int) (out 
 		}
 		buf, err := msg.Collect()
 		if err != nil {
-			return nil, false, err
+			return metadataAnswer{}, err
 		}
 		progress()
-		if buf.UID == 0 || (buf.Envelope == nil && buf.InternalDate.IsZero() && buf.RFC822Size == 0) {
-			continue
+		switch {
+		case buf.UID == 0:
+		case buf.Envelope == nil && buf.InternalDate.IsZero() && buf.RFC822Size == 0:
+			a.incomplete = append(a.incomplete, uint32(buf.UID))
+		default:
+			a.suspicious = a.suspicious || looksExpunged(buf)
+			a.out = append(a.out, metadataOf(buf))
 		}
-		if looksExpunged(buf) {
-			suspicious = true
-		}
-		if i, ok := at[buf.UID]; ok {
-			out[i] = metadataOf(buf)
-			continue
-		}
-		at[buf.UID] = len(out)
-		out = append(out, metadataOf(buf))
 	}
-	return out, suspicious, cmd.Close()
+	return a, cmd.Close()
 }
 
 // settleMetadata finishes a metadata FETCH of requested UIDs sent at start
-// that answered out: when messages were expunged since expungesBefore or
-// an answer looked like a placeholder, one UID SEARCH drops the UIDs that
-// no longer exist.
-func (s *ReadSession) settleMetadata(ctx context.Context, out []MessageMetadata, suspicious bool, expungesBefore int64, requested int, start time.Time) ([]MessageMetadata, error) {
+// that answered a: the incomplete UIDs are asked for once more, in a FETCH
+// of their own (one still incomplete then is left out, as if expunged);
+// and when messages were expunged since expungesBefore or an answer looked
+// like a placeholder, one UID SEARCH drops the UIDs that no longer exist.
+func (s *ReadSession) settleMetadata(ctx context.Context, a metadataAnswer, expungesBefore int64, requested int, start time.Time) ([]MessageMetadata, error) {
+	if len(a.incomplete) > 0 {
+		var again metadataAnswer
+		err := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *wire.Watchdog) error {
+			var err error
+			again, err = collectMetadata(c.Fetch(uidSet(a.incomplete), metadataOptions), w.Resume, len(a.incomplete))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.out, a.suspicious = append(a.out, again.out...), a.suspicious || again.suspicious
+	}
+	out := a.out
 	dropped := 0
-	if suspicious || s.expungeCount() != expungesBefore {
+	if a.suspicious || s.expungeCount() != expungesBefore {
 		answered := len(out)
 		var err error
 		out, err = s.dropExpunged(ctx, out)
@@ -199,7 +217,7 @@ func (s *ReadSession) settleMetadata(ctx context.Context, out []MessageMetadata,
 		dropped = answered - len(out)
 	}
 	s.debug(ctx, "imap fetch metadata", slog.Int("requested", requested), slog.Int("answered", len(out)),
-		slog.Int("expunged", dropped), slog.Duration("elapsed", time.Since(start)))
+		slog.Int("expunged", dropped), slog.Int("asked_again", len(a.incomplete)), slog.Duration("elapsed", time.Since(start)))
 	return out, nil
 }
 

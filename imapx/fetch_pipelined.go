@@ -41,10 +41,10 @@ func (s *ReadSession) FetchBodiesThenMetadata(ctx context.Context, uids []uint32
 	start := time.Now()
 	expungesBefore := s.expungeCount()
 	var (
-		r          bodyReader
-		delivered  bool
-		suspicious bool
-		metaAt     time.Time
+		r         bodyReader
+		delivered bool
+		answer    metadataAnswer
+		metaAt    time.Time
 	)
 	runErr := s.run(ctx, "UID FETCH", func(c *imapclient.Client, w *wire.Watchdog) error {
 		bodies := c.Fetch(uidSet(uids), bodyOptions)
@@ -58,7 +58,7 @@ func (s *ReadSession) FetchBodiesThenMetadata(ctx context.Context, uids []uint32
 		collected := make(chan error, 1)
 		go func() {
 			var err error
-			meta, suspicious, err = collectMetadata(metadata, func() {}, len(next))
+			answer, err = collectMetadata(metadata, func() {}, len(next))
 			collected <- err
 		}()
 		err := r.read(bodies, w, maxBytes, fn)
@@ -79,6 +79,6 @@ func (s *ReadSession) FetchBodiesThenMetadata(ctx context.Context, uids []uint32
 	if runErr != nil {
 		return nil, runErr, nil
 	}
-	meta, metaErr = s.settleMetadata(ctx, meta, suspicious, expungesBefore, len(next), metaAt)
+	meta, metaErr = s.settleMetadata(ctx, answer, expungesBefore, len(next), metaAt)
 	return meta, metaErr, nil
 }

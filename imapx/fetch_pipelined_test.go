@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/mailfathom/mailfathom/imapx"
 	"github.com/mailfathom/mailfathom/internal/testharness/faultproxy"
+	"github.com/mailfathom/mailfathom/internal/testharness/imapscript"
 )
 
 // TestFetchBodiesThenMetadata: the following batch's metadata FETCH is on
@@ -200,4 +203,64 @@ func TestCyrusFetchBodiesThenMetadata(t *testing.T) {
 	for _, u := range uids[:4] {
 		require.NotContains(t, b.serverFlags("INBOX", u), `\Seen`)
 	}
+}
+
+// TestFetchBodiesThenMetadataAsksAgainForAFlagsOnlyAnswer: while the
+// bodies are read, the server reports a next-batch message's new flags
+// alone, unsolicited. go-imap hands that FETCH to the metadata command,
+// whose real answer for the UID then goes elsewhere; the UID is asked for
+// once more in a FETCH of its own and comes back with its metadata.
+// Dovecot cannot be made to send such a FETCH on cue, so a scripted server
+// plays it.
+func TestFetchBodiesThenMetadataAsksAgainForAFlagsOnlyAnswer(t *testing.T) {
+	t.Parallel()
+	const envelope = `INTERNALDATE "02-Mar-2026 10:00:00 +0000" RFC822.SIZE 24 ENVELOPE (NIL "hello" NIL NIL NIL NIL NIL NIL NIL NIL)`
+	var mu sync.Mutex
+	var fetches []string
+	bodiesTag := ""
+	srv := imapscript.Start(t, throttleScript("", "", func(c *imapscript.Conn, tag, name string) (bool, bool) {
+		if name != "UID FETCH" {
+			return false, true
+		}
+		mu.Lock()
+		fetches = append(fetches, tag)
+		n := len(fetches)
+		mu.Unlock()
+		switch n {
+		case 1: // the bodies: answered with the metadata's command
+			bodiesTag = tag
+		case 2: // the metadata of 2 and 3, a flags-only FETCH of 2 first
+			c.Send("* 1 FETCH (UID 1 BODY[] {"+strconv.Itoa(len(scriptedBody))+"}\r\n"+scriptedBody+")",
+				`* 2 FETCH (UID 2 FLAGS (\Flagged))`,
+				`* 2 FETCH (UID 2 FLAGS (\Flagged) `+envelope+`)`,
+				`* 3 FETCH (UID 3 FLAGS () `+envelope+`)`,
+				bodiesTag+" OK done", tag+" OK done")
+		default: // 2 asked for again
+			c.Send(`* 2 FETCH (UID 2 FLAGS (\Flagged) `+envelope+`)`, tag+" OK done")
+		}
+		return true, true
+	}))
+	var meta []imapx.MessageMetadata
+	var metaErr error
+	var got []imapx.Body
+	require.NoError(t, throttleRun(t, srv, true, func(s *imapx.ReadSession) error {
+		var err error
+		meta, metaErr, err = s.FetchBodiesThenMetadata(t.Context(), []uint32{1}, 1<<20, collect(&got), []uint32{2, 3})
+		return err
+	}))
+	require.NoError(t, metaErr)
+	require.Len(t, got, 1)
+	require.Equal(t, scriptedBody, string(got[0].Raw))
+	byUID := map[uint32]imapx.MessageMetadata{}
+	for _, m := range meta {
+		byUID[m.UID] = m
+	}
+	require.Len(t, meta, 2, "%+v", meta)
+	require.EqualValues(t, 24, byUID[2].Size, "UID 2 carries its metadata, not only its flags")
+	require.Equal(t, "hello", byUID[2].Subject)
+	require.Equal(t, []string{`\Flagged`}, byUID[2].Flags)
+	require.EqualValues(t, 24, byUID[3].Size)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, fetches, 3, "the UID whose answer was its flags alone was asked for again")
 }
