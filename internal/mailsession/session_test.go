@@ -189,48 +189,6 @@ func TestFetchRecoversReadOnlyAfterACut(t *testing.T) {
 	require.Contains(t, b.logs.String(), `"msg":"outbound call failed; retry scheduled"`)
 }
 
-// TestPipelinedFetchRecoversAfterACutInTheMetadata cuts the connection
-// after a batch's last body, while the following batch's metadata, asked
-// for in the same flight, arrives. The pipeline's next attempt asks for
-// the metadata alone on a recovered connection: every body is delivered
-// once, the metadata is complete, and nothing but read-only commands was
-// sent.
-func TestPipelinedFetchRecoversAfterACutInTheMetadata(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil, nil)
-	uids, raws := b.seed(4, 50_000)
-	next, _ := b.seed(400, 500)
-	p := faultproxy.Start(t, b.srv.Addr())
-	s := b.open(t, "acct", b.endpoint(t, p.Addr()))
-	_, err := s.Examine(b.ctx, "INBOX")
-	require.NoError(t, err)
-
-	// The four bodies are 200 KB; 400 envelopes are well over 20 KB.
-	p.CutAfter(faultproxy.Existing, faultproxy.ServerToClient, 220_000)
-	seen := map[uint32]int{}
-	meta, metaErr, err := s.FetchBodiesThenMetadata(b.ctx, uids, 1<<20, func(body imapx.Body) error {
-		seen[body.UID]++
-		require.True(t, bytes.Equal(raws[body.UID], body.Raw), "UID %d", body.UID)
-		return nil
-	}, next)
-	require.NoError(t, err)
-	require.NoError(t, metaErr)
-	require.EqualValues(t, 1, p.Stats().Cut, "the proxy cut the connection")
-	require.Len(t, seen, len(uids))
-	for _, u := range uids {
-		require.Equal(t, 1, seen[u], "UID %d delivered once", u)
-	}
-	require.Len(t, meta, len(next))
-	for i, m := range meta {
-		require.Equal(t, next[i], m.UID)
-	}
-	require.Equal(t, 1, s.Recoveries())
-	b.requireUnseen(t, append(uids, next...))
-	wiretap.RequireReadOnly(t, b.rec)
-	require.Equal(t, 1, strings.Count(b.rec.String(), "BODY.PEEK[]"), "the bodies were asked for once")
-	require.Equal(t, 2, strings.Count(b.rec.String(), "ENVELOPE"), "the metadata was asked for again")
-}
-
 // TestCallerFailureIsNotRetried: an error of the caller's callback ends the
 // fetch at once and is not repeated by the pipeline.
 func TestCallerFailureIsNotRetried(t *testing.T) {
