@@ -120,7 +120,7 @@ func TestPipelinedFetchAsksForTheMetadataAloneAfterItsOwnFailure(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	cutInTheMetadata(t, ctx, s, p, rec, uids, next, raws)
-	// The bodies are what a careless FETCH would mark \\Seen.
+	// The bodies are what a careless FETCH would mark \Seen.
 	for _, uid := range uids {
 		require.NotContains(t, u.Flags("INBOX", imap.UID(uid)), imap.FlagSeen, "UID %d got \\Seen", uid)
 	}
