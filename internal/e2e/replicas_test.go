@@ -46,6 +46,12 @@ func TestTwoReplicasRespectBounds(t *testing.T) {
 	b := setup(t, dbtest.URL(t))
 	b.env["MAILFATHOM_SYNC_MAX_CONCURRENT_ACCOUNTS"] = fmt.Sprint(maxAccounts)
 	b.env["MAILFATHOM_SYNC_MAX_CONCURRENT_FOLDERS_PER_ACCOUNT"] = fmt.Sprint(maxFoldersPerAcct)
+	// One account run at a time in each process: the account bound, two
+	// across the processes, is reached only while both work. With the
+	// default (as many as the bound) the process that finished a run was
+	// first to claim the next, and on a loaded machine one process did
+	// every run while the other, started a moment later, found none.
+	b.env["MAILFATHOM_QUEUE_ACCOUNTS_WORKERS"] = "1"
 	// Passes of 100 messages: each folder takes three passes, so passes of
 	// both processes interleave and contend for the slots many times.
 	b.env["MAILFATHOM_SYNC_MAX_METADATA_BATCH_SIZE"] = "50"
@@ -99,7 +105,8 @@ func TestTwoReplicasRespectBounds(t *testing.T) {
 	// passes of one account (so of one folder) overlap in time.
 	passes := append(passIntervals(t, p1), passIntervals(t, p2)...)
 	requireNoOverlap(t, passes, maxAccounts, maxFoldersPerAcct)
-	// Both processes take part: River hands each the passes it fetches first.
+	// Both processes take part: each runs one account at a time, and the
+	// bound of two was reached.
 	for _, p := range []*serveProc{p1, p2} {
 		n := p.count("folder pass finished")
 		t.Logf("%s finished %d folder passes", p.name, n)
